@@ -1,0 +1,189 @@
+"""Speed figures for the foundation slice, printed as JSON.
+
+    python benchmarks/bench_retrieval.py [--chunks 100000] [--queries 200] [--haystack-queries 20]
+
+1. indexing throughput: ragtune's ingestion pipeline vs raw SentenceTransformer.encode on the same chunks;
+2. BM25 query latency at N chunks: BM25sRetriever vs Haystack's InMemoryBM25Retriever, same chunks, same run;
+3. hybrid retrieval latency at N chunks (BM25 + dense + fusion through a Haystack Pipeline), query embedding
+   excluded: dense vectors are random unit vectors, which cost the same to search as real ones;
+4. cold vs cached index build time on the demo set.
+Corpus: HaluEval QA passages plus HaluEval summarization articles, cut into 500-character windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from haystack import Document  # noqa: E402
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from experiments.config import register_resolvers  # noqa: E402
+from experiments.datasets import load_dataset  # noqa: E402
+from experiments.models import model_identity, resolve_model  # noqa: E402
+from pipelines.builder import build_pipeline  # noqa: E402
+from pipelines.ingest import build_index, index_fingerprint, ingest_spec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK = 500
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    p50, p95 = np.percentile(values, [50, 95])
+    return {"p50_ms": round(float(p50), 3), "p95_ms": round(float(p95), 3), "n": len(values)}
+
+
+def timed(fn, *args, **kwargs) -> float:  # noqa: ANN001
+    start = time.perf_counter()
+    fn(*args, **kwargs)
+    return (time.perf_counter() - start) * 1000
+
+
+def compose(*overrides: str):  # noqa: ANN201
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
+
+
+def halueval_chunks(n_chunks: int, cache: Path) -> tuple[list[Document], list[str]]:
+    dataset = load_dataset(
+        OmegaConf.create({"name": "halueval", "kind": "halueval", "sample": 500, "seed": 0, "distractors": 10000, "language": "en"}),
+        cache,
+    )
+    chunks = []
+    for doc in dataset.documents:
+        text = doc.content or ""
+        for start in range(0, len(text), CHUNK):
+            chunks.append(Document(id=f"{doc.id}#{start}", content=text[start : start + CHUNK], meta={"doc_id": doc.id}))
+            if len(chunks) == n_chunks:
+                return chunks, [item.question for item in dataset.golden]
+    raise SystemExit(f"corpus has only {len(chunks)} chunks; ask for fewer with --chunks")
+
+
+def bench_indexing(cache: Path) -> dict:
+    """Ingestion (split, spans, embed, write) vs raw encode of the very chunks it produced."""
+    from sentence_transformers import SentenceTransformer
+
+    cfg = compose()
+    dataset = load_dataset(cfg.dataset, cache)
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    spec["components"]["embedder"]["progress_bar"] = False
+    store = InMemoryDocumentStore()
+    pipeline = build_pipeline(spec, {"store": store}, key="ingest")
+    pipeline.warm_up()
+    start = time.perf_counter()
+    pipeline.run(documents=dataset.documents)
+    ours = time.perf_counter() - start
+    texts = [d.content for d in store.filter_documents()]
+    model = SentenceTransformer(resolve_model(cfg.models.embedder.model), device="cpu")
+    model.encode(texts[:64], batch_size=cfg.models.embedder.batch_size)  # same warm state as the pipeline's embedder
+    start = time.perf_counter()
+    model.encode(texts, batch_size=cfg.models.embedder.batch_size)
+    raw = time.perf_counter() - start
+    return {
+        "chunks": len(texts),
+        "ragtune_chunks_per_s": round(len(texts) / ours, 1),
+        "raw_encode_chunks_per_s": round(len(texts) / raw, 1),
+        "ratio": round(raw / ours, 3),
+        "target_ratio": 0.9,
+    }
+
+
+def bench_cache(cache: Path) -> dict:
+    cfg = compose()
+    dataset = load_dataset(cfg.dataset, cache)
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    spec["components"]["embedder"]["progress_bar"] = False
+    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, model_identity(cfg.models.embedder.model), "in_memory")
+    with tempfile.TemporaryDirectory() as tmp:
+        cold = build_index(dataset.documents, spec, InMemoryDocumentStore(), Path(tmp), fingerprint)
+        warm = build_index(dataset.documents, spec, InMemoryDocumentStore(), Path(tmp), fingerprint)
+    return {
+        "chunks": cold.chunks,
+        "cold_s": round(cold.seconds, 3),
+        "cached_s": round(warm.seconds, 3),
+        "cached_share_of_cold": round(warm.seconds / cold.seconds, 4),
+        "target_share": 0.05,
+    }
+
+
+def bench_bm25(chunks: list[Document], queries: list[str], n_queries: int, n_haystack: int) -> dict:
+    from components.bm25_retriever import BM25sRetriever
+
+    store = InMemoryDocumentStore()
+    start = time.perf_counter()
+    store.write_documents(chunks)
+    haystack_index_s = time.perf_counter() - start
+    ours = BM25sRetriever(document_store=store, top_k=50, language="en")
+    start = time.perf_counter()
+    ours.warm_up()
+    ours_index_s = time.perf_counter() - start
+    ours_ms = [timed(ours.run, query=q) for q in queries[:n_queries]]
+    theirs = InMemoryBM25Retriever(document_store=store, top_k=50)
+    theirs_ms = [timed(theirs.run, query=q) for q in queries[:n_haystack]]
+    return {
+        "chunks": len(chunks),
+        "bm25s": percentiles(ours_ms) | {"index_s": round(ours_index_s, 1)},
+        "haystack_in_memory_bm25": percentiles(theirs_ms) | {"write_documents_s": round(haystack_index_s, 1)},
+        "target_p95_ms": 5,
+    }, store
+
+
+def bench_hybrid(store: InMemoryDocumentStore, queries: list[str], n_queries: int) -> dict:
+    cfg = compose("pipeline=hybrid")
+    rng = np.random.default_rng(0)
+    documents = store.filter_documents()
+    vectors = rng.standard_normal((len(documents), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for doc, vector in zip(documents, vectors, strict=True):
+        doc.embedding = vector.tolist()
+    spec = OmegaConf.to_container(cfg.pipeline, resolve=True)
+    del spec["components"]["query_embedder"]
+    spec["connections"] = [c for c in spec["connections"] if not c[0].startswith("query_embedder")]
+    spec["inputs"]["query"] = [s for s in spec["inputs"]["query"] if not s.startswith("query_embedder")]
+    spec["inputs"]["query_embedding"] = ["dense.query_embedding"]
+    with tempfile.TemporaryDirectory() as tmp:
+        hybrid = build_pipeline(spec, {"store": store, "index_dir": tmp})
+        hybrid.warm_up()
+        times = []
+        for query in queries[:n_queries]:
+            embedding = rng.standard_normal(384).astype(np.float32)
+            times.append(timed(hybrid.run, query=query, query_embedding=(embedding / np.linalg.norm(embedding)).tolist()))
+    return {"chunks": len(documents), **percentiles(times), "target_p95_ms": 50, "query_embedding": "excluded"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--haystack-queries", type=int, default=20)
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune")))
+    args = parser.parse_args()
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.processor()},
+        "indexing": bench_indexing(args.cache),
+        "index_cache": bench_cache(args.cache),
+    }
+    chunks, queries = halueval_chunks(args.chunks, args.cache)
+    result["bm25"], store = bench_bm25(chunks, queries, args.queries, args.haystack_queries)
+    result["hybrid"] = bench_hybrid(store, queries, args.queries)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

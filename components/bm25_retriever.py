@@ -1,0 +1,310 @@
+"""BM25 retrieval over any Haystack DocumentStore, scored by bm25s instead of the store's own engine."""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack.document_stores.types import DocumentStore
+from haystack.utils.filters import document_matches_filter
+from tqdm import tqdm
+
+from components.text import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+PROGRESS_MIN_DOCS = 5000
+DOC_IDS_FILE = "doc_ids.json"
+MAX_CACHED_MASKS = 128
+
+
+def check_document_store(document_store: Any) -> None:
+    """Fail at construction, not at warm-up, when `document_store` is not a DocumentStore."""
+    if not callable(getattr(document_store, "filter_documents", None)):
+        raise TypeError(
+            "document_store must be a Haystack DocumentStore (it needs filter_documents()), "
+            f"got {type(document_store).__name__}"
+        )
+
+
+def check_top_k(top_k: int, allow_zero: bool) -> None:
+    """Reject top_k values a retriever cannot honour."""
+    if top_k < 0 or (top_k == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"top_k must be {bound}, got {top_k}")
+
+
+class DocumentMasks:
+    """Boolean masks over the indexed documents, one per filter.
+
+    Filters are applied as a mask before ranking so a filtered-out document can never be returned, however
+    large top_k is. Masks are cached because ACL/tenant filters repeat across queries and evaluating a
+    filter costs one Python call per document.
+    """
+
+    def __init__(self, documents: list[Document]) -> None:
+        self._documents = documents
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def mask(self, filters: dict[str, Any]) -> np.ndarray:
+        """Return which documents match `filters` (Haystack filter syntax)."""
+        key = json.dumps(filters, sort_keys=True, default=repr)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        mask = np.fromiter(
+            (document_matches_filter(filters, doc) for doc in self._documents),
+            dtype=bool,
+            count=len(self._documents),
+        )
+        mask.flags.writeable = False  # shared by every query with these filters
+        with self._lock:
+            if len(self._cache) >= MAX_CACHED_MASKS:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = mask
+        return mask
+
+
+def top_indices(scores: np.ndarray, top_k: int, floor: float) -> np.ndarray:
+    """Return the indices of the top_k scores above `floor`, best first.
+
+    Partitioning the scores above the floor finds the k-th best without sorting the corpus (and without
+    the slow path numpy's partition takes on masses of equal zeros); every score tied with it is kept until
+    the final sort, so ties always go to the lower index (documents are sorted by id).
+    """
+    above = scores > floor
+    values = scores[above]
+    if len(values) > top_k:
+        above &= scores >= np.partition(values, len(values) - top_k)[len(values) - top_k]
+    candidates = np.flatnonzero(above)
+    return candidates[np.lexsort((candidates, -scores[candidates]))][:top_k]
+
+
+def corpus_digest(documents: list[Document]) -> str:
+    """Hash ids and contents, so a cached index is reused only for exactly the same corpus."""
+    digest = hashlib.blake2b(digest_size=16)
+    for doc in documents:
+        digest.update(doc.id.encode("utf-8"))
+        digest.update(b"\x00")
+        digest.update((doc.content or "").encode("utf-8"))
+        digest.update(b"\x01")
+    return digest.hexdigest()
+
+
+@component
+class BM25sRetriever:
+    """
+    Keyword retrieval with bm25s over the documents of any Haystack DocumentStore.
+
+    Haystack's InMemoryBM25Retriever only works with its own store and tokenises by whitespace regex; this one
+    reads any store once in `warm_up()`, tokenises with the shared `Tokenizer` (jieba for Chinese) and scores
+    queries with a precomputed sparse matrix, so a query costs a few milliseconds at 100k chunks.
+    Documents without any query term are never returned.
+
+    ### Usage example
+    ```python
+    retriever = BM25sRetriever(document_store=store, top_k=5)
+    retriever.warm_up()
+    retriever.run(query="hybrid retrieval")["documents"]
+    ```
+    """
+
+    def __init__(
+        self,
+        document_store: DocumentStore,
+        top_k: int = 10,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        language: str = "auto",
+        stopwords: str | None = None,
+        index_dir: str | None = None,
+    ) -> None:
+        """
+        :param document_store: The store whose documents are indexed (read once, in `warm_up()`).
+        :param top_k: Default number of documents to return; must be > 0.
+        :param k1: BM25 term-frequency saturation; must be >= 0.
+        :param b: BM25 length normalisation, between 0 and 1.
+        :param method: bm25s scoring variant: "robertson", "lucene", "atire", "bm25l" or "bm25+".
+        :param language: Tokenizer language: "auto", "en", "zh" or "mixed" (see `components.text.Tokenizer`).
+        :param stopwords: None, or "en" to drop English stopwords.
+        :param index_dir: Folder where built indexes are cached, keyed by settings and corpus; None disables it.
+        """
+        check_document_store(document_store)
+        check_top_k(top_k, allow_zero=False)
+        if k1 < 0:
+            raise ValueError(f"k1 must be >= 0, got {k1}")
+        if not 0 <= b <= 1:
+            raise ValueError(f"b must be between 0 and 1, got {b}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+        self.document_store = document_store
+        self.top_k = top_k
+        self.k1 = k1
+        self.b = b
+        self.method = method
+        self.language = language
+        self.stopwords = stopwords
+        self.index_dir = index_dir
+        self._tokenizer = Tokenizer(language=language, stopwords=stopwords)
+        self._documents: list[Document] = []
+        self._bm25: bm25s.BM25 | None = None
+        self._masks = DocumentMasks([])
+        self._is_warmed_up = False
+
+    def warm_up(self) -> None:
+        """Read the store and build (or load from `index_dir`) the BM25 index; later calls do nothing."""
+        if self._is_warmed_up:
+            return
+        # Embeddings are never needed here; dropping them keeps memory and traces small.
+        documents = [
+            replace(doc, embedding=None)
+            for doc in sorted(self.document_store.filter_documents(), key=lambda doc: doc.id)
+        ]
+        if self.index_dir is None:
+            self._bm25 = self._build(documents)
+        else:
+            self._bm25 = self._load_or_build(documents, Path(self.index_dir))
+        self._documents = documents
+        self._masks = DocumentMasks(documents)
+        self._is_warmed_up = True
+
+    def _build(self, documents: list[Document]) -> bm25s.BM25 | None:
+        """Tokenise and index `documents`; None when they hold no term at all (every query then returns [])."""
+        contents = (doc.content or "" for doc in documents)
+        corpus_tokens = self._tokenizer.tokenize_many(
+            tqdm(
+                contents,
+                total=len(documents),
+                desc="BM25 tokenise",
+                disable=len(documents) <= PROGRESS_MIN_DOCS,
+            )
+        )
+        if not any(corpus_tokens):
+            logger.warning("BM25sRetriever found no terms in {count} documents", count=len(documents))
+            return None
+        logger.info("BM25sRetriever indexing {count} documents", count=len(documents))
+        bm25 = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        bm25.index(corpus_tokens, show_progress=False)
+        return bm25
+
+    def _cache_key(self, documents: list[Document]) -> str:
+        """Name the cached index after everything that changes its content."""
+        settings = {
+            "k1": self.k1,
+            "b": self.b,
+            "method": self.method,
+            "tokenizer": self._tokenizer.identity(),
+            "bm25s": bm25s.__version__,
+            "count": len(documents),
+            "corpus": corpus_digest(documents),
+        }
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+
+    def _load_or_build(self, documents: list[Document], index_dir: Path) -> bm25s.BM25 | None:
+        """Load the cached index for this corpus and these settings, or build and publish it atomically."""
+        target = index_dir / f"bm25s-{self._cache_key(documents)}"
+        doc_ids = [doc.id for doc in documents]
+        if target.exists():
+            return self._load(target, doc_ids)
+        bm25 = self._build(documents)
+        index_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".bm25s-tmp-", dir=index_dir))
+        try:
+            if bm25 is not None:
+                bm25.save(staging, show_progress=False)
+            (staging / DOC_IDS_FILE).write_text(json.dumps(doc_ids, ensure_ascii=False), encoding="utf-8")
+            os.rename(staging, target)
+            logger.info("BM25sRetriever saved its index to {path}", path=str(target))
+        except OSError:
+            if not target.exists():
+                raise
+            # A parallel job published the same index first; its content equals ours.
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return bm25
+
+    @staticmethod
+    def _load(target: Path, doc_ids: list[str]) -> bm25s.BM25 | None:
+        """Load a published index, checking it was built over exactly these documents in this order."""
+        saved_ids = json.loads((target / DOC_IDS_FILE).read_text(encoding="utf-8"))
+        if saved_ids != doc_ids:
+            raise RuntimeError(f"BM25 index at {target} was built for other documents; delete the folder")
+        logger.info("BM25sRetriever loaded its index from {path}", path=str(target))
+        if not (target / "params.index.json").exists():
+            return None
+        return bm25s.BM25.load(target, show_progress=False)
+
+    def tokenizer_identity(self) -> dict[str, str]:
+        """Describe the tokeniser, for MLflow."""
+        return self._tokenizer.identity()
+
+    def log_params(self) -> dict[str, Any]:
+        """Flat parameters describing this retriever, for MLflow."""
+        params: dict[str, Any] = {
+            "engine": "bm25s",
+            "engine_version": bm25s.__version__,
+            "top_k": self.top_k,
+            "k1": self.k1,
+            "b": self.b,
+            "method": self.method,
+        }
+        params.update({f"tokenizer.{key}": value for key, value in self.tokenizer_identity().items()})
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise the component; the store is serialised with its own `to_dict()`."""
+        return default_to_dict(
+            self,
+            document_store=self.document_store,
+            top_k=self.top_k,
+            k1=self.k1,
+            b=self.b,
+            method=self.method,
+            language=self.language,
+            stopwords=self.stopwords,
+            index_dir=self.index_dir,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BM25sRetriever":
+        """Deserialise the component; the store is rebuilt with its own `from_dict()`."""
+        return default_from_dict(cls, data)
+
+    @component.output_types(documents=list[Document])
+    def run(
+        self, query: str, top_k: int | None = None, filters: dict[str, Any] | None = None
+    ) -> dict[str, list[Document]]:
+        """
+        Return the best-scoring documents for `query`.
+
+        :param query: The query text; one without any indexed term returns no documents.
+        :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
+        :param filters: Haystack metadata filters; non-matching documents are excluded before ranking.
+        :returns: `documents`: copies of the stored documents (without embedding) with `score` = BM25 score,
+            best first, all with score > 0.
+        """
+        top_k = self.top_k if top_k is None else top_k
+        check_top_k(top_k, allow_zero=True)
+        self.warm_up()
+        if self._bm25 is None or top_k == 0:
+            return {"documents": []}
+        token_ids = self._bm25.get_tokens_ids(self._tokenizer.tokenize(query))
+        if not token_ids:
+            return {"documents": []}
+        scores = self._bm25.get_scores_from_ids(token_ids)
+        if filters:
+            scores *= self._masks.mask(filters)
+        best = top_indices(scores, top_k, floor=0.0)
+        return {"documents": [replace(self._documents[i], score=float(scores[i])) for i in best.tolist()]}

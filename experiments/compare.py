@@ -1,0 +1,120 @@
+"""Side-by-side comparison of runs: a table on the terminal and a bar chart PNG.
+
+    python -m experiments.compare --parent <sweep parent run id>
+    python -m experiments.compare RUN_ID RUN_ID ... [--metrics retrieval/mrr_at_10 ...] [--out compare.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from mlflow.entities import Run  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from experiments.tracking import tracking_uri  # noqa: E402
+
+QUALITY = [
+    "retrieval/hit_at_1",
+    "retrieval/hit_at_5",
+    "retrieval/recall_at_10",
+    "retrieval/mrr_at_10",
+    "retrieval/ndcg_at_10",
+]
+COST = ["latency/p95_ms", "time/index_seconds"]
+
+
+def child_runs(client: MlflowClient, parent_run_id: str) -> list[Run]:
+    experiment_id = client.get_run(parent_run_id).info.experiment_id
+    runs = client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
+    return sorted(runs, key=lambda r: r.info.start_time)
+
+
+def comparison_frame(runs: Sequence[Run], metrics: Sequence[str]) -> pd.DataFrame:
+    rows = {_label(run): {m: run.data.metrics.get(m) for m in metrics} for run in runs}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(metrics))
+
+
+def _label(run: Run) -> str:
+    return f"{run.info.run_name} ({run.info.run_id[:6]})"
+
+
+def print_frame(frame: pd.DataFrame, title: str) -> None:
+    table = Table(title=title)
+    table.add_column("run")
+    best = {m: frame[m].max() for m in frame.columns if m.startswith("retrieval/")}
+    for metric in frame.columns:
+        table.add_column(metric, justify="right")
+    for label, row in frame.iterrows():
+        cells = []
+        for metric, value in row.items():
+            text = "-" if pd.isna(value) else f"{value:.3f}" if metric in best else f"{value:.1f}"
+            cells.append(f"[bold green]{text}[/]" if metric in best and value == best[metric] else text)
+        table.add_row(str(label), *cells)
+    Console().print(table)
+
+
+def plot_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """Quality metrics as grouped bars (one group per metric, one bar per run); cost metrics beside them."""
+    quality = [m for m in frame.columns if m.startswith("retrieval/")]
+    cost = [m for m in frame.columns if m not in quality]
+    fig, axes = plt.subplots(1, 1 + bool(cost), figsize=(5 + 1.6 * len(quality) + 3 * bool(cost), 4.8), squeeze=False)
+    frame[quality].T.plot.bar(ax=axes[0][0], rot=20, ylim=(0, 1.05), legend=True)
+    axes[0][0].set_title("retrieval quality (higher is better)")
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    if cost:
+        frame[cost].T.plot.bar(ax=axes[0][1], rot=20, legend=False)
+        axes[0][1].set_title("cost (lower is better)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report_sweep(parent_run_id: str, png: Path, metrics: Sequence[str] = (*QUALITY, *COST)) -> pd.DataFrame:
+    """Prints the sweep's table, writes the chart and a CSV beside it, and logs both to the parent run."""
+    client = MlflowClient()
+    frame = comparison_frame(child_runs(client, parent_run_id), metrics)
+    print_frame(frame, f"sweep {parent_run_id}")
+    plot_frame(frame, png)
+    csv = png.with_suffix(".csv")
+    frame.to_csv(csv)
+    client.log_artifact(parent_run_id, str(png))
+    client.log_artifact(parent_run_id, str(csv))
+    return frame
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_ids", nargs="*", help="MLflow run ids to compare")
+    parser.add_argument("--parent", help="compare the children of this sweep parent run (and log the chart to it)")
+    parser.add_argument("--metrics", nargs="+", default=[*QUALITY, *COST])
+    parser.add_argument("--out", type=Path, default=Path("comparison.png"))
+    parser.add_argument("--tracking-uri", default="sqlite:///mlruns/mlflow.db")
+    args = parser.parse_args(argv)
+    if not args.run_ids and not args.parent:
+        parser.error("give run ids or --parent")
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(args.tracking_uri))
+    client = MlflowClient()
+    if args.parent:
+        report_sweep(args.parent, args.out, args.metrics)
+        print(f"wrote {args.out} and logged it to run {args.parent}")
+        return
+    frame = comparison_frame([client.get_run(r) for r in args.run_ids], args.metrics)
+    print_frame(frame, "runs")
+    print(f"wrote {plot_frame(frame, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

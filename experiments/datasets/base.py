@@ -1,0 +1,159 @@
+"""The Dataset record plus the config checks and fingerprints every loader shares."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from haystack import Document
+from omegaconf import DictConfig, OmegaConf
+
+from components.text import LANGUAGES, detect_corpus_language
+from experiments.golden import GoldenItem
+
+COMMON_KEYS = ("kind", "name", "language")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Canonical documents plus golden items; the fingerprints key the index cache and the MLflow run."""
+
+    name: str
+    language: str
+    documents: list[Document]
+    golden: list[GoldenItem]
+    corpus_fingerprint: str
+    golden_fingerprint: str
+    fingerprint: str
+    source: dict
+
+
+def config_dict(cfg: DictConfig | Mapping) -> dict[str, Any]:
+    """Plain-dict view of the dataset config, so loaders work the same for Hydra and hand-written configs."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return dict(cfg)
+
+
+def check_keys(cfg: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    """Reject unknown keys so a typo (`max_query`) fails loudly instead of silently using a default."""
+    valid = set(COMMON_KEYS) | set(allowed)
+    unknown = sorted(set(cfg) - valid)
+    if unknown:
+        raise ValueError(
+            f"dataset.{unknown[0]}: unknown key for dataset.kind={cfg.get('kind')!r} "
+            f"(valid keys: {', '.join(sorted(valid))})"
+        )
+
+
+def require(cfg: Mapping[str, Any], key: str) -> Any:
+    """The value of a mandatory key, or an error naming it (Hydra's "???" placeholder counts as unset)."""
+    value = cfg.get(key)
+    if value is None or value in ("", "???"):
+        raise ValueError(f"dataset.{key}: required for dataset.kind={cfg.get('kind')!r}")
+    return value
+
+
+def resolve_path(cfg: Mapping[str, Any], key: str, *, is_dir: bool) -> Path:
+    """Resolve `dataset.<key>` against the cwd (Hydra's original cwd here) and check it exists."""
+    path = Path(str(require(cfg, key))).expanduser()
+    path = path if path.is_absolute() else Path.cwd() / path
+    if is_dir and not path.is_dir():
+        raise ValueError(f"dataset.{key}: directory not found: {path}")
+    if not is_dir and not path.is_file():
+        raise ValueError(f"dataset.{key}: file not found: {path}")
+    return path
+
+
+def int_option(
+    cfg: Mapping[str, Any], key: str, default: int | None, *, minimum: int, nullable: bool
+) -> int | None:
+    """An integer option with a lower bound; `null` only where it means "all"."""
+    value = cfg.get(key, default)
+    if value is None:
+        if nullable:
+            return None
+        raise ValueError(f"dataset.{key}: must be an integer >= {minimum}, got null")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"dataset.{key}: must be an integer >= {minimum}{' or null' if nullable else ''}, got {value!r}"
+        )
+    return value
+
+
+def resolve_language(cfg: Mapping[str, Any], texts: Sequence[str], default: str = "auto") -> str:
+    """`dataset.language` as configured, or detected from the corpus when it is "auto"."""
+    language = cfg.get("language", default) or default
+    if language not in LANGUAGES:
+        raise ValueError(f"dataset.language: must be one of {', '.join(LANGUAGES)}, got {language!r}")
+    return language if language != "auto" else detect_corpus_language(texts)
+
+
+def package_versions(*names: str) -> dict[str, str]:
+    """Installed versions of the packages that shaped the canonical text, for the run log."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _canonical_json(value: Any, what: str) -> bytes:
+    """Key-sorted compact JSON: the same bytes in every process (unlike hash())."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: not JSON-serialisable, cannot fingerprint it ({exc})") from exc
+
+
+def corpus_fingerprint(documents: Sequence[Document]) -> str:
+    """sha256 over (doc_id, content, meta) sorted by doc_id; changes with any text or metadata edit."""
+    digest = hashlib.sha256()
+    for doc in sorted(documents, key=lambda d: d.id):
+        digest.update(_canonical_json([doc.id, doc.content, doc.meta], f"document {doc.id!r}"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def golden_fingerprint(items: Sequence[GoldenItem]) -> str:
+    """sha256 over every field of every golden item (located evidence spans included), in file order."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(_canonical_json(dataclasses.asdict(item), f"golden item {item.id!r}"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def make_dataset(
+    *,
+    name: str,
+    language: str,
+    documents: list[Document],
+    golden: list[GoldenItem],
+    settings: Mapping[str, Any],
+    source: dict,
+) -> Dataset:
+    """Assemble a Dataset; `settings` are the loader options that change results (sample size, seed, ...)."""
+    corpus_fp = corpus_fingerprint(documents)
+    golden_fp = golden_fingerprint(golden)
+    combined = _canonical_json(
+        {"corpus": corpus_fp, "golden": golden_fp, "settings": dict(settings)}, "settings"
+    )
+    return Dataset(
+        name=name,
+        language=language,
+        documents=documents,
+        golden=golden,
+        corpus_fingerprint=corpus_fp,
+        golden_fingerprint=golden_fp,
+        fingerprint=hashlib.sha256(combined).hexdigest(),
+        source=source,
+    )

@@ -1,0 +1,52 @@
+"""`dataset.kind=demo`: the bilingual handbook shipped in data/demo, optionally one language folder only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from experiments.datasets.base import Dataset, check_keys, make_dataset, package_versions, resolve_language
+from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
+from experiments.golden import load_golden, locate_evidence
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"
+SUBSETS = ("en", "zh")
+
+
+def load_demo(cfg: Mapping[str, Any]) -> Dataset:
+    """Load the demo like a local corpus; `subset` keeps doc ids under "<subset>/" and golden ids "<subset>-*"."""
+    check_keys(cfg, ("subset",))
+    subset = cfg.get("subset")
+    if subset is not None and subset not in SUBSETS:
+        raise ValueError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
+    corpus_dir = DEMO_DIR / "corpus"
+    golden_path = DEMO_DIR / "golden.jsonl"
+    if not corpus_dir.is_dir() or not golden_path.is_file():
+        raise ValueError(
+            f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir} and {golden_path}"
+        )
+
+    documents = load_corpus(corpus_dir, "**/*", None)
+    golden = load_golden(golden_path, documents)
+    if subset is not None:
+        # Re-locate within the subset so no span or relevant doc points outside the searched documents.
+        documents = [doc for doc in documents if doc.id.startswith(f"{subset}/")]
+        items = [item for item in golden if item.id.startswith(f"{subset}-")]
+        golden = locate_evidence(items, documents, f"{golden_path} (dataset.subset={subset})")
+
+    settings = {"kind": "demo", "subset": subset}
+    return make_dataset(
+        name=str(cfg.get("name") or "demo") + (f"-{subset}" if subset else ""),
+        language=resolve_language(cfg, [doc.content for doc in documents]),
+        documents=documents,
+        golden=golden,
+        settings=settings,
+        source={
+            **settings,
+            "corpus_dir": str(corpus_dir),
+            "golden": str(golden_path),
+            "documents": len(documents),
+            "package_versions": package_versions(*CONVERSION_PACKAGES),
+        },
+    )

@@ -1,0 +1,325 @@
+"""Golden-set loading: parse the golden JSONL strictly, then locate every evidence quote in the canonical texts.
+
+A broken golden set silently skews every metric, so all problems are collected and raised together before
+any run starts. Quotes are matched after whitespace normalisation (conversion may re-flow lines) and mapped
+back to offsets in the original canonical text, which is what chunk spans refer to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+from haystack import Document
+
+_WHITESPACE = re.compile(r"\s+")
+_TOKEN = re.compile(r"\S+")
+_QUOTE_PREVIEW = 80
+_KNOWN_KEYS = frozenset(
+    {
+        "id",
+        "question",
+        "reference_answer",
+        "evidence",
+        "source",
+        "relevant_doc_ids",
+        "category",
+        "history",
+        "answerable",
+    }
+)
+
+
+@dataclass(frozen=True)
+class EvidenceSpan:
+    """One location of a quote: half-open [start, end) in the canonical text of `doc_id`."""
+
+    doc_id: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class GoldenItem:
+    """One golden question; `evidence_spans[i]` holds every location of `evidence[i]` once located.
+
+    `answerable=None` means "derive it": true when evidence, relevant_doc_ids or reference_answer is non-empty.
+    """
+
+    id: str
+    question: str
+    reference_answer: str | None = None
+    evidence: tuple[str, ...] = ()
+    source: str | None = None
+    relevant_doc_ids: tuple[str, ...] = ()
+    category: str | None = None
+    history: tuple[dict, ...] = ()
+    answerable: bool | None = None
+    evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.answerable is None:
+            derived = bool(self.evidence or self.relevant_doc_ids or self.reference_answer)
+            object.__setattr__(self, "answerable", derived)
+
+
+class GoldenError(ValueError):
+    """Every problem of a golden set, one per line, each naming file:line and id."""
+
+    def __init__(self, origin: str, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(
+            f"golden set {origin}: {len(self.problems)} problem(s)\n"
+            + "\n".join(f"  {p}" for p in self.problems)
+        )
+
+
+def normalise_whitespace(text: str) -> str:
+    """Every run of whitespace becomes one space, ends stripped: the form quotes are matched in."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def parse_golden(lines: Iterable[str], origin: str) -> list[GoldenItem]:
+    """Items of a golden JSONL (quotes not located yet); raises GoldenError listing every problem."""
+    parsed, problems = _parse(lines, origin)
+    if problems:
+        raise GoldenError(origin, problems)
+    return [item for _, item in parsed]
+
+
+def load_golden(path: str | Path, documents: Sequence[Document]) -> list[GoldenItem]:
+    """Parse the golden JSONL at `path` and locate its quotes in `documents`; one GoldenError for all problems."""
+    origin = str(path)
+    with Path(path).open(encoding="utf-8-sig") as handle:
+        parsed, problems = _parse(handle, origin)
+    items = [item for _, item in parsed]
+    located, locate_problems = _locate(items, [f"{origin}:{line}" for line, _ in parsed], documents)
+    problems += locate_problems
+    if problems:
+        raise GoldenError(origin, problems)
+    return located
+
+
+def locate_evidence(
+    items: Sequence[GoldenItem],
+    documents: Sequence[Document],
+    origin: str,
+    lines: Sequence[int] | None = None,
+) -> list[GoldenItem]:
+    """Items with `evidence_spans` filled in; also checks `source` and `relevant_doc_ids` against the corpus.
+
+    `lines` are the items' line numbers for error messages; by default their 1-based positions.
+    """
+    numbers = lines if lines is not None else range(1, len(items) + 1)
+    located, problems = _locate(items, [f"{origin}:{n}" for n in numbers], documents)
+    if problems:
+        raise GoldenError(origin, problems)
+    return located
+
+
+# --- parsing -------------------------------------------------------------------------------------------------
+
+
+def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenItem]], list[str]]:
+    """(line number, item) for every valid line, plus one message per problem."""
+    parsed: list[tuple[int, GoldenItem]] = []
+    problems: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{origin}:{number}: not valid JSON: {exc}")
+            continue
+        if not isinstance(record, dict):
+            problems.append(f"{origin}:{number}: expected a JSON object, got {type(record).__name__}")
+            continue
+        item, item_problems = _item(record, f"{origin}:{number}")
+        problems += item_problems
+        if item is None:
+            continue
+        if item.id in first_line:
+            problems.append(
+                f"{origin}:{number} (id={item.id}): duplicate id, first used on line {first_line[item.id]}"
+            )
+            continue
+        first_line[item.id] = number
+        parsed.append((number, item))
+    return parsed, problems
+
+
+def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[str]]:
+    """One record as a GoldenItem, or None plus the reasons it is not one; null counts as absent."""
+    values = {key: value for key, value in record.items() if value is not None}
+    problems: list[str] = []
+    raw_id = values.get("id")
+    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        raw_id = str(raw_id)
+    item_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
+    label = f"{where} (id={item_id if item_id is not None else '?'})"
+    if item_id is None:
+        problems.append(f"{label}: 'id' is missing or not a non-empty string/integer")
+    question = values.get("question")
+    if not (isinstance(question, str) and question.strip()):
+        problems.append(f"{label}: 'question' is missing or empty")
+    if isinstance(values.get("evidence"), str):
+        values["evidence"] = [values["evidence"]]
+    for key, ok, expected in (
+        ("reference_answer", lambda v: isinstance(v, str), "a string"),
+        ("source", lambda v: isinstance(v, str), "a string"),
+        ("category", lambda v: isinstance(v, str), "a string"),
+        ("evidence", lambda v: _is_list_of(v, str), "a string or a list of strings"),
+        ("relevant_doc_ids", lambda v: _is_list_of(v, str), "a list of strings"),
+        ("history", lambda v: _is_list_of(v, dict), "a list of objects"),
+        ("answerable", lambda v: isinstance(v, bool), "true or false"),
+    ):
+        if key in values and not ok(values[key]):
+            problems.append(
+                f"{label}: {key!r} must be {expected}, got {json.dumps(record[key], ensure_ascii=False)}"
+            )
+    if _is_list_of(values.get("evidence"), str) and not all(
+        normalise_whitespace(q) for q in values["evidence"]
+    ):
+        problems.append(f"{label}: 'evidence' holds an empty quote")
+    if problems:
+        return None, problems
+    item = GoldenItem(
+        id=item_id,
+        question=question,
+        reference_answer=values.get("reference_answer"),
+        evidence=tuple(values.get("evidence", ())),
+        source=values.get("source"),
+        relevant_doc_ids=tuple(values.get("relevant_doc_ids", ())),
+        category=values.get("category"),
+        history=tuple(values.get("history", ())),
+        answerable=values.get("answerable"),
+        extra={key: value for key, value in record.items() if key not in _KNOWN_KEYS},
+    )
+    return item, []
+
+
+def _is_list_of(value: object, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(v, kind) for v in value)
+
+
+# --- locating ------------------------------------------------------------------------------------------------
+
+
+def _locate(
+    items: Sequence[GoldenItem], wheres: Sequence[str], documents: Sequence[Document]
+) -> tuple[list[GoldenItem], list[str]]:
+    """Items with every quote located, plus one message per unknown doc id or quote found nowhere."""
+    corpus = _Corpus(documents)
+    problems: list[str] = []
+    quotes = [[normalise_whitespace(q) for q in item.evidence] for item in items]
+    corpus.index_words([q for item, qs in zip(items, quotes, strict=True) if item.source is None for q in qs])
+    located: list[GoldenItem] = []
+    for item, where, item_quotes in zip(items, wheres, quotes, strict=True):
+        label = f"{where} (id={item.id})"
+        problems += [
+            f"{label}: relevant_doc_ids entry {doc_id!r} is not a doc id in the corpus"
+            for doc_id in item.relevant_doc_ids
+            if doc_id not in corpus.normalised
+        ]
+        if item.source is not None and item.source not in corpus.normalised:
+            problems.append(f"{label}: source {item.source!r} is not a doc id in the corpus")
+            continue
+        spans = tuple(corpus.find(quote, item.source) if quote else () for quote in item_quotes)
+        scope = repr(item.source) if item.source is not None else "the corpus"
+        problems += [
+            f"{label}: evidence quote not found in {scope} after whitespace normalisation: '{quote[:_QUOTE_PREVIEW]}'"
+            for quote, found in zip(item_quotes, spans, strict=True)
+            if not found
+        ]
+        located.append(dataclasses.replace(item, evidence_spans=spans))
+    return located, problems
+
+
+def _anchors(quote: str) -> list[str]:
+    """The two longest interior words of a normalised quote (the first and last may be cut mid-word)."""
+    return sorted(set(quote.split(" ")[1:-1]), key=lambda word: (-len(word), word))[:2]
+
+
+class _Corpus:
+    """Normalised texts built once per corpus; offset maps back to the original text are built on demand.
+
+    A quote without a `source` is searched only in the documents holding its anchors: its two longest interior
+    words (complete words of the quote, hence of any match; long words tend to be rare). A quote of at most
+    two words falls back to one scan of all normalised texts joined by newlines, which no quote contains.
+    """
+
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.originals = {doc.id: doc.content or "" for doc in documents}
+        self.normalised = {doc_id: normalise_whitespace(text) for doc_id, text in self.originals.items()}
+        self._doc_ids = list(self.normalised)
+        self._token_starts: dict[str, list[int]] = {}
+        self._postings: dict[str, set[int]] = {}
+        self._joined: tuple[str, list[int]] | None = None
+
+    def index_words(self, quotes: Iterable[str]) -> None:
+        """Posting sets (document positions) for the anchors of `quotes`."""
+        wanted = {word for quote in quotes for word in _anchors(quote)}
+        self._postings = {word: set() for word in wanted}
+        if not wanted:
+            return
+        for index, doc_id in enumerate(self._doc_ids):
+            for word in wanted.intersection(self.normalised[doc_id].split(" ")):
+                self._postings[word].add(index)
+
+    def find(self, quote: str, source: str | None) -> tuple[EvidenceSpan, ...]:
+        """Every (overlapping) occurrence of the normalised `quote`, in `source` only when given."""
+        if source is not None:
+            return self._find_in(quote, source)
+        anchors = _anchors(quote)
+        if not anchors:
+            return self._scan_all(quote)
+        candidates = sorted(
+            self._postings[anchors[0]].intersection(*(self._postings[a] for a in anchors[1:]))
+        )
+        return tuple(span for index in candidates for span in self._find_in(quote, self._doc_ids[index]))
+
+    def _find_in(self, quote: str, doc_id: str) -> tuple[EvidenceSpan, ...]:
+        text = self.normalised[doc_id]
+        spans: list[EvidenceSpan] = []
+        position = text.find(quote)
+        while position != -1:
+            spans.append(self._span(doc_id, position, len(quote)))
+            position = text.find(quote, position + 1)
+        return tuple(spans)
+
+    def _scan_all(self, quote: str) -> tuple[EvidenceSpan, ...]:
+        if self._joined is None:
+            starts = list(accumulate((len(self.normalised[d]) + 1 for d in self._doc_ids[:-1]), initial=0))
+            self._joined = ("\n".join(self.normalised.values()), starts)
+        joined, starts = self._joined
+        spans: list[EvidenceSpan] = []
+        position = joined.find(quote)
+        while position != -1:
+            index = bisect_right(starts, position) - 1
+            spans.append(self._span(self._doc_ids[index], position - starts[index], len(quote)))
+            position = joined.find(quote, position + 1)
+        return tuple(spans)
+
+    def _span(self, doc_id: str, position: int, length: int) -> EvidenceSpan:
+        """Normalised [position, position+length) as original offsets; both ends lie inside words."""
+        return EvidenceSpan(
+            doc_id, self._original(doc_id, position), self._original(doc_id, position + length - 1) + 1
+        )
+
+    def _original(self, doc_id: str, position: int) -> int:
+        """Original offset of the non-space character at normalised `position`: word n starts after n spaces."""
+        if doc_id not in self._token_starts:
+            self._token_starts[doc_id] = [match.start() for match in _TOKEN.finditer(self.originals[doc_id])]
+        text = self.normalised[doc_id]
+        word = text.count(" ", 0, position)
+        return self._token_starts[doc_id][word] + position - (text.rfind(" ", 0, position) + 1)

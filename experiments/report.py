@@ -1,0 +1,35 @@
+"""The results table printed at the end of a job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
+
+
+def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks: Sequence[int]) -> None:
+    console = Console()
+    table = Table(title=f"{pipeline} on {dataset.name} ({dataset.language}, {int(metrics['eval/judged_questions'])} judged questions)")
+    table.add_column("view @k")
+    for name in RANK_METRICS:
+        table.add_column(name, justify="right")
+    for k in ks:
+        table.add_row(f"retrieval @{k}", *_cells(metrics, "retrieval", k))
+    stages = sorted({key.split("/")[1] for key in metrics if key.startswith("stage/")})
+    k = 10 if 10 in ks else ks[-1]
+    for stage in stages:
+        table.add_row(f"stage {stage} @{k}", *_cells(metrics, f"stage/{stage}", k))
+    console.print(table)
+    console.print(
+        f"index {metrics['time/index_seconds']:.1f}s (cache hit: {bool(metrics['index/cache_hit'])}, "
+        f"{int(metrics['index/chunks'])} chunks) · eval {metrics['time/eval_seconds']:.1f}s · "
+        f"latency p50 {metrics['latency/p50_ms']:.1f} ms, p95 {metrics['latency/p95_ms']:.1f} ms"
+    )
+
+
+def _cells(metrics: Mapping[str, float], view: str, k: int) -> list[str]:
+    return [f"{metrics[f'{view}/{m}_at_{k}']:.3f}" if f"{view}/{m}_at_{k}" in metrics else "-" for m in RANK_METRICS]

@@ -1,0 +1,144 @@
+"""One job end to end: dataset -> index -> evaluation -> MLflow run + metrics.json + run.json.
+
+The MLflow run opens before any work so that a crash anywhere ends it FAILED with the error attached.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from haystack.document_stores.types import DocumentStore
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import register_resolvers, validate
+from experiments.datasets import Dataset, load_dataset
+from experiments.evaluate import Evaluation, evaluate
+from experiments.models import model_identity
+from experiments.report import print_results
+from experiments.tracking import git_commit, log_config_params, use_experiment
+from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component
+from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
+
+
+@dataclass(frozen=True)
+class JobResult:
+    run_id: str
+    experiment: str
+    metrics: dict[str, float]
+
+
+def run_job(
+    cfg: DictConfig, job_dir: Path, run_name: str | None = None, parent_run_id: str | None = None
+) -> JobResult:
+    register_resolvers()
+    validate(cfg)
+    experiment = cfg.mlflow.experiment or cfg.dataset.name
+    experiment_id = use_experiment(cfg.mlflow, experiment)
+    tags = {"ragtune.pipeline": cfg.pipeline.name, "ragtune.git_commit": git_commit(Path.cwd())}
+    with mlflow.start_run(
+        experiment_id=experiment_id, run_name=run_name or cfg.pipeline.name, parent_run_id=parent_run_id, tags=tags
+    ) as run:
+        try:
+            log_config_params(run.info.run_id, cfg)
+            mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+            metrics = _run(cfg, job_dir, run.info.run_id, experiment)
+        except BaseException as e:
+            mlflow.set_tag("ragtune.error", f"{type(e).__name__}: {e}"[:5000])
+            mlflow.log_text(traceback.format_exc(), "error.txt")
+            raise
+    return JobResult(run.info.run_id, experiment, metrics)
+
+
+def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
+    cache = Path(cfg.paths.cache)
+    dataset = load_dataset(cfg.dataset, cache)
+    store: DocumentStore = instantiate_component(
+        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
+    )
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    embedder = model_identity(cfg.models.embedder.model)
+    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
+    index_dir = Path(cfg.ingest.cache_dir) / fingerprint
+    query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})
+    mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
+
+    index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
+    warm_start = time.perf_counter()
+    query.warm_up()
+    index_seconds = index.seconds + time.perf_counter() - warm_start
+    _tag_identity(dataset, index, embedder, query)
+
+    result = evaluate(query, dataset.golden, list(cfg.eval.ks), cfg.eval.min_overlap)
+    metrics = result.metrics | {
+        "time/index_seconds": index_seconds,
+        "time/eval_seconds": result.seconds,
+        "index/cache_hit": float(index.cache_hit),
+        "index/chunks": float(index.chunks),
+    }
+    mlflow.log_metrics(metrics)
+    _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
+    print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
+    return metrics
+
+
+def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: BuiltPipeline) -> None:
+    tags = {
+        "ragtune.dataset": dataset.name,
+        "ragtune.dataset_fingerprint": dataset.fingerprint,
+        "ragtune.corpus_fingerprint": dataset.corpus_fingerprint,
+        "ragtune.golden_fingerprint": dataset.golden_fingerprint,
+        "ragtune.language": dataset.language,
+        "ragtune.index_fingerprint": index.fingerprint,
+        "ragtune.model.embedder": embedder,
+    }
+    for name, instance in query.pipeline.walk():
+        identity = getattr(instance, "tokenizer_identity", None)
+        if callable(identity):
+            tags |= {f"ragtune.{name}.tokenizer.{k}": str(v) for k, v in identity().items()}
+    mlflow.set_tags(tags)
+    mlflow.log_dict(dataset.source, "dataset_source.json")
+
+
+def _write_outputs(
+    job_dir: Path,
+    result: Evaluation,
+    metrics: dict[str, float],
+    run_id: str,
+    experiment: str,
+    dataset: Dataset,
+    index: IndexInfo,
+) -> None:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    per_question = job_dir / "per_question.jsonl"
+    with per_question.open("w", encoding="utf-8") as f:
+        for record in result.per_question:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    mlflow.log_artifact(str(per_question))
+    mlflow.log_table(_flat_table(result.per_question), "per_question_table.json")
+    (job_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    run_info = {
+        "run_id": run_id,
+        "experiment": experiment,
+        "tracking_uri": mlflow.get_tracking_uri(),
+        "dataset_fingerprint": dataset.fingerprint,
+        "index_fingerprint": index.fingerprint,
+    }
+    (job_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+
+
+def _flat_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """MLflow tables want flat columns: nested chunk lists become JSON text."""
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    return {
+        column: [
+            json.dumps(r.get(column), ensure_ascii=False) if isinstance(r.get(column), list) else r.get(column)
+            for r in records
+        ]
+        for column in columns
+    }

@@ -1,0 +1,389 @@
+"""The one place where a pipeline spec (YAML data) becomes a `haystack.Pipeline`.
+
+A spec has `components` (`_target_` + init params, or `none`), `connections` (`[sender.socket, receiver.socket]`),
+`inputs` (name -> receiving sockets), and the sockets that count as `retrieval_output` and `context_output`.
+Everything is checked before any component does work, and every error names the spec key at fault.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx
+from haystack import Document, Pipeline
+from haystack.core.errors import PipelineConnectError
+from haystack.utils.type_serialization import deserialize_type, serialize_type
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from components.pass_through import PassThrough
+
+SPEC_KEYS = {
+    "name",
+    "description",
+    "components",
+    "connections",
+    "inputs",
+    "retrieval_output",
+    "context_output",
+    "max_runs_per_component",
+}
+NONE_VALUES = {None, "none", "None", "null"}
+# Nested params that Haystack components expect as Python types (e.g. ConditionalRouter routes); YAML gives names.
+TYPE_KEYS = {"output_type", "type_"}
+
+
+class PipelineConfigError(ValueError):
+    """A pipeline spec that cannot be built; the message names the key at fault."""
+
+
+@dataclass(frozen=True)
+class Socket:
+    component: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.component}.{self.name}"
+
+
+@dataclass
+class BuiltPipeline:
+    """A Haystack pipeline plus the spec facts evaluation needs (named inputs, designated outputs)."""
+
+    name: str
+    pipeline: Pipeline
+    inputs: dict[str, list[Socket]]
+    retrieval_output: Socket | None
+    context_output: Socket | None
+    document_outputs: dict[str, str] = field(default_factory=dict)
+
+    def warm_up(self) -> None:
+        self.pipeline.warm_up()
+
+    def run(self, **inputs: Any) -> dict[str, dict[str, Any]]:
+        """Runs with named inputs; returns every component output, including each documents-producing stage."""
+        unknown = set(inputs) - set(self.inputs)
+        if unknown:
+            raise ValueError(f"pipeline '{self.name}' has no input(s) {sorted(unknown)}; inputs: {sorted(self.inputs)}")
+        data: dict[str, dict[str, Any]] = {}
+        for name, value in inputs.items():
+            for socket in self.inputs[name]:
+                data.setdefault(socket.component, {})[socket.name] = value
+        return self.pipeline.run(data=data, include_outputs_from=set(self.document_outputs))
+
+    def stage_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
+        """The documents each stage produced, keyed by component name, in pipeline order."""
+        return {
+            component: list(outputs.get(component, {}).get(socket) or [])
+            for component, socket in self.document_outputs.items()
+        }
+
+    def documents_at(self, outputs: Mapping[str, Mapping[str, Any]], socket: Socket | None) -> list[Document]:
+        if socket is None:
+            return []
+        return list(outputs.get(socket.component, {}).get(socket.name) or [])
+
+
+def build_pipeline(
+    spec: DictConfig | Mapping[str, Any], resources: Mapping[str, Any] | None = None, key: str = "pipeline"
+) -> BuiltPipeline:
+    """Validates `spec` and builds the pipeline. `resources` fill `"@name"` init params (e.g. `@store`)."""
+    spec = _to_container(spec, key)
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise PipelineConfigError(f"{key}: unknown key(s) {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
+    components_spec = spec.get("components")
+    if not isinstance(components_spec, dict) or not components_spec:
+        raise PipelineConfigError(f"{key}.components: must be a non-empty mapping of name -> component config")
+    connections = [_parse_connection(c, f"{key}.connections[{i}]") for i, c in enumerate(spec.get("connections") or [])]
+    inputs = {
+        name: [_parse_socket(s, f"{key}.inputs.{name}") for s in ([targets] if isinstance(targets, str) else targets)]
+        for name, targets in (spec.get("inputs") or {}).items()
+    }
+    for where, socket in _referenced_components(connections, inputs, key):
+        if socket.component not in components_spec:
+            raise PipelineConfigError(
+                f"{where}: unknown component '{socket.component}'; components: {sorted(components_spec)}"
+            )
+
+    resources = dict(resources or {})
+    instances: dict[str, Any] = {}
+    none_slots = [name for name, cfg in components_spec.items() if _is_none(cfg)]
+    for name, cfg in components_spec.items():
+        if name not in none_slots:
+            instances[name] = _instantiate(cfg, f"{key}.components.{name}", resources)
+    for name in none_slots:
+        instances[name] = _pass_through(name, connections, inputs, instances, key)
+
+    pipeline = Pipeline(max_runs_per_component=int(spec.get("max_runs_per_component", 100)))
+    for name, instance in instances.items():
+        pipeline.add_component(name, instance)
+    for (sender, receiver), where in zip(
+        connections, (f"{key}.connections[{i}]" for i in range(len(connections))), strict=True
+    ):
+        _check_socket(pipeline, sender, "output", where)
+        _check_socket(pipeline, receiver, "input", where)
+        try:
+            pipeline.connect(str(sender), str(receiver))
+        except PipelineConnectError as e:
+            raise PipelineConfigError(f"{where}: cannot connect {sender} -> {receiver}: {e}") from e
+    for name, sockets in inputs.items():
+        for socket in sockets:
+            _check_socket(pipeline, socket, "input", f"{key}.inputs.{name}")
+
+    outputs = {}
+    for out_key in ("retrieval_output", "context_output"):
+        value = spec.get(out_key)
+        outputs[out_key] = None if value is None else _parse_socket(value, f"{key}.{out_key}")
+        if outputs[out_key] is not None:
+            _check_socket(pipeline, outputs[out_key], "output", f"{key}.{out_key}", must_be_documents=True)
+
+    return BuiltPipeline(
+        name=str(spec.get("name", key)),
+        pipeline=pipeline,
+        inputs=inputs,
+        retrieval_output=outputs["retrieval_output"],
+        context_output=outputs["context_output"],
+        document_outputs=_document_outputs(pipeline),
+    )
+
+
+def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
+    """Builds one component from `_target_` + params; used by the builder and for stand-alone stores."""
+    return _instantiate(_to_container(cfg, key), key, dict(resources))
+
+
+def _to_container(spec: DictConfig | Mapping[str, Any], key: str) -> dict[str, Any]:
+    if isinstance(spec, DictConfig | ListConfig):
+        try:
+            return OmegaConf.to_container(spec, resolve=True)  # type: ignore[return-value]
+        except Exception as e:  # interpolation and resolver errors already name the full key
+            raise PipelineConfigError(f"{key}: {e}") from e
+    return dict(spec)
+
+
+def _is_none(cfg: Any) -> bool:
+    if isinstance(cfg, Mapping):
+        return "_target_" in cfg and cfg["_target_"] in NONE_VALUES
+    return cfg in NONE_VALUES
+
+
+def _parse_socket(value: Any, where: str) -> Socket:
+    if not isinstance(value, str) or value.count(".") != 1 or not all(value.split(".")):
+        raise PipelineConfigError(f"{where}: expected 'component.socket', got {value!r}")
+    component, name = value.split(".")
+    return Socket(component, name)
+
+
+def _parse_connection(value: Any, where: str) -> tuple[Socket, Socket]:
+    if isinstance(value, Mapping) and set(value) == {"from", "to"}:
+        value = [value["from"], value["to"]]
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
+        raise PipelineConfigError(f"{where}: expected [sender.socket, receiver.socket], got {value!r}")
+    return _parse_socket(value[0], where), _parse_socket(value[1], where)
+
+
+def _referenced_components(
+    connections: list[tuple[Socket, Socket]], inputs: dict[str, list[Socket]], key: str
+) -> list[tuple[str, Socket]]:
+    refs = [(f"{key}.connections[{i}]", s) for i, pair in enumerate(connections) for s in pair]
+    return refs + [(f"{key}.inputs.{name}", s) for name, sockets in inputs.items() for s in sockets]
+
+
+def _locate(target: Any, where: str) -> Any:
+    if not isinstance(target, str) or "." not in target:
+        raise PipelineConfigError(f"{where}._target_: expected a dotted import path, got {target!r}")
+    module_name, _, attr = target.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise PipelineConfigError(f"{where}._target_: cannot import module '{module_name}': {e}") from e
+    try:
+        return getattr(module, attr)
+    except AttributeError as e:
+        raise PipelineConfigError(f"{where}._target_: module '{module_name}' has no '{attr}'") from e
+
+
+def _instantiate(cfg: Any, where: str, resources: dict[str, Any]) -> Any:
+    if not isinstance(cfg, Mapping) or "_target_" not in cfg:
+        raise PipelineConfigError(f"{where}: expected a mapping with '_target_' (or 'none'), got {cfg!r}")
+    target = _locate(cfg["_target_"], where)
+    params = {k: _resolve_value(v, f"{where}.{k}", resources) for k, v in cfg.items() if k != "_target_"}
+    params = _check_params(target, params, where)
+    try:
+        return target(**params)
+    except Exception as e:
+        raise PipelineConfigError(f"{where}: {cfg['_target_']} rejected its parameters: {e}") from e
+
+
+def _resolve_value(value: Any, where: str, resources: dict[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith("@"):
+        name = value[1:]
+        if name not in resources:
+            raise PipelineConfigError(f"{where}: unknown resource '{value}'; available: {sorted(resources)}")
+        return resources[name]
+    if isinstance(value, Mapping) and "_target_" in value:
+        return _instantiate(value, where, resources)
+    if isinstance(value, Mapping):
+        return {
+            k: _as_type(v, f"{where}.{k}") if k in TYPE_KEYS and isinstance(v, str) else _resolve_value(v, f"{where}.{k}", resources)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_resolve_value(v, f"{where}[{i}]", resources) for i, v in enumerate(value)]
+    return value
+
+
+def _check_params(target: Any, params: dict[str, Any], where: str) -> dict[str, Any]:
+    """Rejects unknown, missing and mistyped params; turns type names into types where a type is expected."""
+    function = target.__init__ if inspect.isclass(target) else target  # @component hides the class signature
+    try:
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function)
+    except (TypeError, ValueError, NameError):
+        return params
+    params = {
+        name: _as_type(value, f"{where}.{name}") if _expects_type(hints.get(name)) and isinstance(value, str) else value
+        for name, value in params.items()
+    }
+    accepted = {
+        n: p
+        for i, (n, p) in enumerate(signature.parameters.items())
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (i == 0 and inspect.isclass(target))
+    }
+    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    for name, value in params.items():
+        if name not in accepted:
+            if not takes_kwargs:
+                raise PipelineConfigError(
+                    f"{where}.{name}: unknown parameter of {getattr(target, '__name__', target)}; "
+                    f"valid: {sorted(accepted)}"
+                )
+            continue
+        if name in hints and not _matches(value, hints[name]):
+            raise PipelineConfigError(
+                f"{where}.{name}: expected {_type_name(hints[name])}, got {type(value).__name__} {value!r}"
+            )
+    missing = [
+        n for n, p in accepted.items() if p.default is p.empty and n not in params and p.kind is not p.POSITIONAL_ONLY
+    ]
+    if missing:
+        raise PipelineConfigError(f"{where}: missing required parameter(s) {missing}")
+    return params
+
+
+def _expects_type(annotation: Any) -> bool:
+    return annotation is type or typing.get_origin(annotation) is type
+
+
+def _as_type(value: str, where: str) -> Any:
+    try:
+        return deserialize_type(value)
+    except Exception as e:
+        raise PipelineConfigError(f"{where}: {value!r} is not a type Haystack can deserialize: {e}") from e
+
+
+def _matches(value: Any, annotation: Any) -> bool:
+    """Checks plain config values against simple annotations; anything richer is left to the component."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any or isinstance(annotation, typing.TypeVar):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if _expects_type(annotation):
+        return isinstance(value, type) or typing.get_origin(value) is not None
+    if annotation in (str, bool):
+        return isinstance(value, annotation)
+    if origin in (list, Sequence) or annotation is list:
+        return isinstance(value, list | tuple)
+    if origin in (dict, Mapping) or annotation is dict:
+        return isinstance(value, Mapping)
+    return True
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _pass_through(
+    name: str,
+    connections: list[tuple[Socket, Socket]],
+    inputs: dict[str, list[Socket]],
+    instances: dict[str, Any],
+    key: str,
+) -> PassThrough:
+    """A `none` slot keeps the sockets its neighbours use: each input comes out under the same name."""
+    socket_types: dict[str, str] = {}
+    for sender, receiver in connections:
+        if receiver.component == name:
+            sender_instance = instances.get(sender.component)
+            if sender_instance is None:
+                raise PipelineConfigError(f"{key}.components.{name}: 'none' slots cannot be chained ({sender} -> {receiver})")
+            sockets = sender_instance.__haystack_output__._sockets_dict
+            if sender.name not in sockets:
+                raise PipelineConfigError(
+                    f"{key}.connections: {sender.component} has no output '{sender.name}'; outputs: {sorted(sockets)}"
+                )
+            socket_types[receiver.name] = serialize_type(sockets[sender.name].type)
+    for sockets in inputs.values():
+        for socket in sockets:
+            if socket.component == name:
+                socket_types.setdefault(socket.name, serialize_type(Any))
+    for sender, receiver in connections:
+        if sender.component == name and sender.name not in socket_types:
+            raise PipelineConfigError(
+                f"{key}.components.{name}: is 'none' (a pass-through), so its output '{sender.name}' "
+                f"(used by {receiver}) needs an input of the same name; its inputs: {sorted(socket_types)}"
+            )
+    return PassThrough(sockets=socket_types)
+
+
+def _check_socket(pipeline: Pipeline, socket: Socket, kind: str, where: str, must_be_documents: bool = False) -> None:
+    instance = pipeline.get_component(socket.component)
+    sockets = (instance.__haystack_output__ if kind == "output" else instance.__haystack_input__)._sockets_dict
+    if socket.name not in sockets:
+        raise PipelineConfigError(
+            f"{where}: component '{socket.component}' ({type(instance).__name__}) has no {kind} '{socket.name}'; "
+            f"{kind}s: {sorted(sockets)}"
+        )
+    if must_be_documents and not _is_document_list(sockets[socket.name].type):
+        raise PipelineConfigError(f"{where}: {socket} is {sockets[socket.name].type}, expected list[Document]")
+
+
+def _is_document_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list and typing.get_args(annotation) == (Document,)
+
+
+def _document_outputs(pipeline: Pipeline) -> dict[str, str]:
+    """Components with a `list[Document]` output, in topological order, for per-stage metrics."""
+    found = {}
+    for name in _topological(pipeline):
+        instance = pipeline.get_component(name)
+        if isinstance(instance, PassThrough):  # same documents as its upstream stage
+            continue
+        for socket_name, socket in instance.__haystack_output__._sockets_dict.items():
+            if _is_document_list(socket.type):
+                found[name] = socket_name
+                break
+    return found
+
+
+def _topological(pipeline: Pipeline) -> list[str]:
+    graph = pipeline.graph
+    try:
+        return list(networkx.topological_sort(graph))
+    except networkx.NetworkXUnfeasible:  # loops: keep insertion order
+        return list(graph.nodes)

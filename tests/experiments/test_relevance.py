@@ -1,0 +1,112 @@
+import pytest
+from haystack import Document
+
+from experiments.golden import EvidenceSpan, GoldenItem, locate_evidence
+from experiments.relevance import Judged, judge
+
+
+def chunk(doc_id: str, start: int, end: int) -> Document:
+    return Document(id=f"{doc_id}#{start}-{end}", content="x", meta={"doc_id": doc_id, "span": [start, end]})
+
+
+def quote_item(*spans: tuple[EvidenceSpan, ...]) -> GoldenItem:
+    return GoldenItem(
+        id="q", question="?", evidence=tuple(f"quote {i}" for i in range(len(spans))), evidence_spans=spans
+    )
+
+
+QUOTE = (EvidenceSpan("a", 100, 200),)  # length 100: a chunk needs >= 50 characters of it
+
+
+def test_overlap_threshold_boundary():
+    item = quote_item(QUOTE)
+    assert judge([chunk("a", 150, 400)], item).gains == (1,)  # exactly half
+    assert judge([chunk("a", 151, 400)], item).gains == (0,)  # just under half
+    assert judge([chunk("a", 0, 149)], item).gains == (0,)
+    assert judge([chunk("a", 120, 130)], item).gains == (0,)  # inside but too small
+    assert judge([chunk("a", 0, 1000)], item).gains == (1,)  # contains it
+    assert judge([chunk("b", 100, 200)], item).gains == (0,)  # same span, other document
+    assert judge([chunk("a", 120, 130)], item, min_overlap=0.1).gains == (1,)
+    assert judge([chunk("a", 150, 400)], item, min_overlap=0.6).gains == (0,)
+
+
+def test_unit_credited_only_to_first_covering_chunk():
+    item = quote_item(QUOTE, (EvidenceSpan("a", 300, 310),))
+    ranking = [
+        chunk("b", 0, 50),
+        chunk("a", 90, 210),
+        chunk("a", 80, 220),
+        chunk("a", 0, 400),
+        chunk("a", 305, 320),
+    ]
+    judged = judge(ranking, item)
+    assert judged == Judged(
+        gains=(0, 1, 0, 1, 0),
+        n_units=2,
+        mode="quote",
+        ids=("b#0-50", "a#90-210", "a#80-220", "a#0-400", "a#305-320"),
+    )
+
+
+def test_one_chunk_may_cover_several_units():
+    item = quote_item(QUOTE, (EvidenceSpan("a", 210, 220),), (EvidenceSpan("z", 0, 5),))
+    assert judge([chunk("a", 0, 500), chunk("z", 0, 5)], item).gains == (2, 1)
+
+
+def test_any_location_of_a_quote_counts():
+    item = quote_item((EvidenceSpan("a", 100, 200), EvidenceSpan("b", 0, 100)))
+    assert judge([chunk("c", 0, 100), chunk("b", 40, 90), chunk("a", 100, 200)], item).gains == (0, 1, 0)
+
+
+def test_doc_mode_collapses_chunks_to_documents_by_first_occurrence():
+    item = GoldenItem(id="d", question="?", relevant_doc_ids=("b", "c", "c"))
+    ranking = [chunk("a", 0, 10), chunk("b", 0, 10), chunk("a", 10, 20), chunk("b", 10, 20), chunk("c", 0, 5)]
+    assert judge(ranking, item) == Judged(gains=(0, 1, 1), n_units=2, mode="doc", ids=("a", "b", "c"))
+    assert judge([], item) == Judged(gains=(), n_units=2, mode="doc", ids=())
+
+
+def test_doc_mode_needs_no_span():
+    item = GoldenItem(id="d", question="?", relevant_doc_ids=("b",))
+    whole_doc = Document(id="b", content="full text", meta={"doc_id": "b"})
+    assert judge([whole_doc], item).gains == (1,)
+
+
+def test_evidence_takes_precedence_over_relevant_doc_ids():
+    item = GoldenItem(
+        id="q", question="?", evidence=("quote",), evidence_spans=(QUOTE,), relevant_doc_ids=("a", "b")
+    )
+    assert judge([chunk("a", 0, 10)], item).mode == "quote"
+
+
+def test_items_without_units_are_not_judged():
+    assert judge([chunk("a", 0, 10)], GoldenItem(id="u", question="?", reference_answer="no idea")) is None
+
+
+def test_gains_do_not_depend_on_chunking():
+    text = "Intro. " * 30 + "The warranty lasts  two\nyears from purchase. " + "Filler text. " * 40
+    (item,) = locate_evidence(
+        [GoldenItem(id="w", question="?", evidence=("warranty lasts two years",))],
+        [Document(id="doc", content=text, meta={"doc_id": "doc"})],
+        "mem",
+    )
+    for size, overlap in ((50, 0), (64, 16), (200, 100), (1000, 0)):
+        chunks = [chunk("doc", s, min(s + size, len(text))) for s in range(0, len(text), size - overlap)]
+        covering = [c for c in chunks if judge([c], item).gains == (1,)]
+        assert covering, size
+        ranking = [chunk("other", 0, 10), *covering, *chunks]
+        assert judge(ranking, item).gains[:2] == (0, 1)
+        assert sum(judge(ranking, item).gains) == 1
+
+
+def test_errors_name_item_and_chunk():
+    unlocated = GoldenItem(id="raw", question="?", evidence=("quote",))
+    with pytest.raises(ValueError, match="golden item 'raw': evidence not located"):
+        judge([chunk("a", 0, 10)], unlocated)
+    no_span = Document(id="c1", content="x", meta={"doc_id": "a"})
+    with pytest.raises(ValueError, match=r"chunk 'c1' \(judging golden item 'q'\): meta 'span'"):
+        judge([no_span], quote_item(QUOTE))
+    no_doc = Document(id="c2", content="x", meta={"span": [0, 1]})
+    with pytest.raises(ValueError, match=r"chunk 'c2' \(judging golden item 'q'\): meta 'doc_id'"):
+        judge([no_doc], quote_item(QUOTE))
+    with pytest.raises(ValueError, match="min_overlap"):
+        judge([], quote_item(QUOTE), min_overlap=0)

@@ -1,0 +1,146 @@
+import pytest
+from haystack import Document
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from components.pass_through import PassThrough
+from pipelines.builder import PipelineConfigError, build_pipeline
+
+BM25 = "haystack.components.retrievers.in_memory.InMemoryBM25Retriever"
+
+
+@pytest.fixture
+def store() -> InMemoryDocumentStore:
+    store = InMemoryDocumentStore()
+    store.write_documents(
+        [
+            Document(id="a", content="annual leave is fifteen days", meta={"doc_id": "a"}),
+            Document(id="b", content="travel needs manager approval", meta={"doc_id": "b"}),
+            Document(id="c", content="passwords rotate every ninety days", meta={"doc_id": "c"}),
+        ]
+    )
+    return store
+
+
+def spec(**overrides):
+    base = {
+        "name": "t",
+        "components": {
+            "bm25": {"_target_": BM25, "document_store": "@store", "top_k": 2},
+            "reranker": "none",
+        },
+        "connections": [["bm25.documents", "reranker.documents"]],
+        "inputs": {"query": ["bm25.query"]},
+        "retrieval_output": "bm25.documents",
+        "context_output": "reranker.documents",
+    }
+    return base | overrides
+
+
+def test_builds_and_runs_with_named_inputs_and_outputs(store):
+    built = build_pipeline(spec(), {"store": store})
+    outputs = built.run(query="leave days")
+    retrieved = built.documents_at(outputs, built.retrieval_output)
+    assert retrieved[0].id == "a"
+    assert [d.id for d in built.documents_at(outputs, built.context_output)] == [d.id for d in retrieved]
+    assert list(built.stage_documents(outputs)) == ["bm25"]  # pass-through stages are not separate stages
+
+
+def test_none_slot_becomes_pass_through_with_the_same_sockets(store):
+    built = build_pipeline(spec(), {"store": store})
+    slot = built.pipeline.get_component("reranker")
+    assert isinstance(slot, PassThrough)
+    assert "documents" in slot.__haystack_output__._sockets_dict
+
+
+def test_slot_takes_a_real_component(store):
+    ranker = {"_target_": "haystack.components.rankers.LostInTheMiddleRanker"}
+    built = build_pipeline(spec(components=spec()["components"] | {"reranker": ranker}), {"store": store})
+    outputs = built.run(query="days")
+    assert {d.id for d in built.documents_at(outputs, built.context_output)} == {"a", "c"}
+
+
+def test_pipeline_dumps_to_yaml(store):
+    assert "InMemoryBM25Retriever" in build_pipeline(spec(), {"store": store}).pipeline.dumps()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"connections": [["bm25.documents", "ranker.documents"]]}, "pipeline.connections[0]: unknown component 'ranker'"),
+        ({"connections": [["bm25.docs", "reranker.documents"]]}, "has no output 'docs'"),
+        ({"inputs": {"query": ["bm25.question"]}}, "pipeline.inputs.query: component 'bm25'"),
+        ({"inputs": {"query": "bm25"}}, "pipeline.inputs.query: expected 'component.socket'"),
+        ({"retrieval_output": "bm25.nothing"}, "pipeline.retrieval_output"),
+        ({"extra": 1}, "unknown key(s) ['extra']"),
+        ({"components": {}}, "pipeline.components: must be a non-empty mapping"),
+    ],
+)
+def test_graph_errors_name_the_key(store, change, message):
+    with pytest.raises(PipelineConfigError) as e:
+        build_pipeline(spec(**change), {"store": store})
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("bm25", "message"),
+    [
+        ({"document_store": "@store", "top_k": 2}, "expected a mapping with '_target_'"),
+        ({"_target_": "haystack.nope.Retriever", "document_store": "@store"}, "cannot import module 'haystack.nope'"),
+        ({"_target_": "haystack.components.retrievers.Nope"}, "has no 'Nope'"),
+        ({"_target_": BM25, "document_store": "@store", "topk": 2}, "pipeline.components.bm25.topk: unknown parameter"),
+        ({"_target_": BM25, "document_store": "@store", "top_k": "ten"}, "pipeline.components.bm25.top_k: expected int"),
+        ({"_target_": BM25, "top_k": 2}, "missing required parameter(s) ['document_store']"),
+        ({"_target_": BM25, "document_store": "@db"}, "unknown resource '@db'"),
+    ],
+)
+def test_component_errors_name_the_key(store, bm25, message):
+    components = spec()["components"] | {"bm25": bm25}
+    with pytest.raises(PipelineConfigError) as e:
+        build_pipeline(spec(components=components), {"store": store})
+    assert message in str(e.value)
+
+
+def test_socket_type_mismatch_is_reported_with_the_connection_key(store):
+    components = spec()["components"] | {
+        "router": {
+            "_target_": "haystack.components.routers.ConditionalRouter",
+            "routes": [{"condition": "{{ true }}", "output": "{{ 1 }}", "output_name": "n", "output_type": "int"}],
+        }
+    }
+    connections = [["bm25.documents", "reranker.documents"], ["router.n", "bm25.query"]]
+    with pytest.raises(PipelineConfigError, match=r"pipeline.connections\[1\]: cannot connect"):
+        build_pipeline(spec(components=components, connections=connections), {"store": store})
+
+
+def test_pass_through_output_needs_a_matching_input(store):
+    connections = [["bm25.documents", "reranker.documents"]]
+    components = spec()["components"] | {
+        "joiner": {"_target_": "haystack.components.joiners.DocumentJoiner"},
+    }
+    bad = connections + [["reranker.ranked", "joiner.documents"]]
+    with pytest.raises(PipelineConfigError, match="needs an input of the same name"):
+        build_pipeline(spec(components=components, connections=bad), {"store": store})
+
+
+def test_branches_and_bounded_loops():
+    """A BranchJoiner + ConditionalRouter loop counts to 3; max_runs_per_component bounds it."""
+    loop = {
+        "name": "loop",
+        "components": {
+            "joiner": {"_target_": "haystack.components.joiners.BranchJoiner", "type_": "int"},
+            "router": {
+                "_target_": "haystack.components.routers.ConditionalRouter",
+                "routes": [
+                    {"condition": "{{ value < 3 }}", "output": "{{ value + 1 }}", "output_name": "again", "output_type": "int"},
+                    {"condition": "{{ value >= 3 }}", "output": "{{ value }}", "output_name": "done", "output_type": "int"},
+                ],
+            },
+        },
+        "connections": [["joiner.value", "router.value"], ["router.again", "joiner.value"]],
+        "inputs": {"start": ["joiner.value"]},
+        "max_runs_per_component": 10,
+    }
+    assert build_pipeline(loop).run(start=0)["router"]["done"] == 3
+    bounded = build_pipeline(loop | {"max_runs_per_component": 2})
+    with pytest.raises(Exception, match="Maximum run count 2"):
+        bounded.run(start=0)

