@@ -17,9 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from mlflow.entities import Run  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from experiments.report import console  # noqa: E402
 from experiments.tracking import tracking_uri  # noqa: E402
 
 QUALITY = [
@@ -59,7 +59,7 @@ def print_frame(frame: pd.DataFrame, title: str) -> None:
             text = "-" if pd.isna(value) else f"{value:.3f}" if metric in best else f"{value:.1f}"
             cells.append(f"[bold green]{text}[/]" if metric in best and value == best[metric] else text)
         table.add_row(str(label), *cells)
-    Console().print(table)
+    console().print(table)
 
 
 def plot_frame(frame: pd.DataFrame, path: Path) -> Path:

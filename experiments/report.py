@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,8 +12,13 @@ from rich.table import Table
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 
 
+def console() -> Console:
+    """Terminal width on a terminal; wide enough for whole tables in logs and CI, where rich would wrap at 80."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks: Sequence[int]) -> None:
-    console = Console()
+    out = console()
     table = Table(title=f"{pipeline} on {dataset.name} ({dataset.language}, {int(metrics['eval/judged_questions'])} judged questions)")
     table.add_column("view @k")
     for name in RANK_METRICS:
@@ -23,8 +29,8 @@ def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks:
     k = 10 if 10 in ks else ks[-1]
     for stage in stages:
         table.add_row(f"stage {stage} @{k}", *_cells(metrics, f"stage/{stage}", k))
-    console.print(table)
-    console.print(
+    out.print(table)
+    out.print(
         f"index {metrics['time/index_seconds']:.1f}s (cache hit: {bool(metrics['index/cache_hit'])}, "
         f"{int(metrics['index/chunks'])} chunks) · eval {metrics['time/eval_seconds']:.1f}s · "
         f"latency p50 {metrics['latency/p50_ms']:.1f} ms, p95 {metrics['latency/p95_ms']:.1f} ms"

@@ -14,13 +14,15 @@ pytestmark = pytest.mark.slow
 
 
 def run(tmp_path: Path, *overrides: str, check: bool = True) -> subprocess.CompletedProcess:
+    flags = [o for o in overrides if o.startswith("-")]
     args = [
         sys.executable,
         str(ROOT / "run.py"),
+        *flags,
         f"paths.cache={tmp_path / 'cache'}",
         f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
         f"mlflow.artifact_root={tmp_path / 'artifacts'}",
-        *overrides,
+        *(o for o in overrides if not o.startswith("-")),
     ]
     result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     if check and result.returncode != 0:
