@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import time
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,9 @@ from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from components.pass_through import PassThrough
+from pipelines import fast_copy
+
+fast_copy.install()
 
 SPEC_KEYS = {
     "name",
@@ -62,8 +66,15 @@ class BuiltPipeline:
     context_output: Socket | None
     document_outputs: dict[str, str] = field(default_factory=dict)
 
-    def warm_up(self) -> None:
-        self.pipeline.warm_up()
+    def warm_up(self) -> dict[str, float]:
+        """Warms each component up; returns seconds per component so index loading and model loading can be told apart."""
+        seconds = {}
+        for name, instance in self.pipeline.walk():
+            if hasattr(instance, "warm_up"):
+                start = time.perf_counter()
+                instance.warm_up()
+                seconds[name] = time.perf_counter() - start
+        return seconds
 
     def run(self, **inputs: Any) -> dict[str, dict[str, Any]]:
         """Runs with named inputs; returns every component output, including each documents-producing stage."""

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -143,7 +143,9 @@ def load_snapshot(path: Path, store: DocumentStore) -> int:
     with (path / CHUNKS).open(encoding="utf-8") as f:
         documents = [Document.from_dict(json.loads(line)) for line in f]
     if (path / EMBEDDINGS).exists():
-        for doc, row in zip(documents, np.load(path / EMBEDDINGS), strict=True):
-            doc.embedding = row.tolist()
+        documents = [
+            replace(doc, embedding=row.tolist())
+            for doc, row in zip(documents, np.load(path / EMBEDDINGS), strict=True)
+        ]
     store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     return len(documents)
