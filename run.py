@@ -18,13 +18,22 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, register_resolvers  # noqa: E402
 from experiments.models import ModelUnavailableError  # noqa: E402
 from experiments.sweep import read_parent_run_id  # noqa: E402
 from pipelines.builder import PipelineConfigError  # noqa: E402
 
-USER_ERRORS = (ConfigError, PipelineConfigError, ModelUnavailableError, ValueError, FileNotFoundError)
+# Mistakes in config or data: one clear line, no traceback (the MLflow run keeps the full one in error.txt).
+USER_ERRORS = (
+    ConfigError,
+    PipelineConfigError,
+    ModelUnavailableError,
+    OmegaConfBaseException,
+    ValueError,
+    FileNotFoundError,
+)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

@@ -47,8 +47,8 @@ class ChunkSpanLocator:
 
         :param chunks: Splitter output, in document order per source, each with meta `doc_id`.
         :param sources: The canonical documents the chunks were cut from (`id == meta["doc_id"]`).
-        :returns: `documents`: chunks with meta `span`, `heading_path` and the source meta, de-duplicated by id;
-            whitespace-only chunks are dropped.
+        :returns: `documents`: chunks with meta `span`, `heading_path` and the source meta; whitespace-only chunks,
+            repeats and chunks lying inside the previous chunk of their document are dropped.
         :raises ValueError: if a chunk has no `doc_id`, its source is missing, or its text is not in the source.
         """
         texts = {source.id: source.content or "" for source in sources}
@@ -56,6 +56,7 @@ class ChunkSpanLocator:
         previous_start: dict[str, int] = {}
         parent_offset: dict[tuple[str, str | None], int] = {}
         seen_ids: set[str] = set()
+        last_kept: dict[str, tuple[int, int]] = {}
         located: list[Document] = []
 
         for chunk in chunks:
@@ -91,9 +92,11 @@ class ChunkSpanLocator:
 
             end = start + len(content)
             chunk_id = f"{doc_id}#{start}-{end}"
-            if chunk_id in seen_ids:
-                continue
+            kept_start, kept_end = last_kept.get(doc_id, (-1, -1))
+            if chunk_id in seen_ids or kept_start <= start and end <= kept_end:
+                continue  # a repeat, or a tail made only of overlap: it adds no text
             seen_ids.add(chunk_id)
+            last_kept[doc_id] = (start, end)
             located.append(replace(chunk, id=chunk_id, meta=self._clean_meta(chunk.meta, start, end)))
 
         return {"documents": located}

@@ -7,7 +7,7 @@ import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import DocumentStore
 
-from components.bm25_retriever import DocumentMasks, check_document_store, check_top_k, top_indices
+from components.retrieval import DocumentMasks, check_document_store, check_top_k, top_indices
 
 SIMILARITIES = ("cosine", "dot_product")
 

@@ -55,13 +55,12 @@ def run_job(
 
 
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
-    cache = Path(cfg.paths.cache)
-    dataset = load_dataset(cfg.dataset, cache)
+    embedder = model_identity(cfg.models.embedder.model)  # an unavailable model fails before any work
+    dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
     )
     spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
-    embedder = model_identity(cfg.models.embedder.model)
     fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
     index_dir = Path(cfg.ingest.cache_dir) / fingerprint
     query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})

@@ -8,6 +8,7 @@ run never leaves a half-written index that a later run trusts.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ INDEX_FORMAT = 1
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
+PROJECT_PACKAGES = {"components", "pipelines"}
 # Settings that change how fast an index is built, not what it contains.
 NOT_CONTENT = {"cache_dir", "progress_bar", "batch_size"}
 
@@ -76,12 +78,24 @@ def index_fingerprint(corpus_fingerprint: str, spec: Mapping[str, Any], embedder
     content = {
         "format": INDEX_FORMAT,
         "haystack": version("haystack-ai"),
+        "code": _project_code_digest(spec),
         "corpus": corpus_fingerprint,
         "spec": _content_only(spec),
         "embedder": embedder_identity,
         "store": store_kind,
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _project_code_digest(spec: Mapping[str, Any]) -> str:
+    """Our own ingestion components are code, not config: a change to them must not reuse an old index."""
+    digest = hashlib.sha256()
+    for target in sorted(str(c.get("_target_", "")) for c in spec["components"].values()):
+        module = target.rpartition(".")[0]
+        if module.split(".")[0] in PROJECT_PACKAGES:
+            source = importlib.util.find_spec(module)
+            digest.update(Path(source.origin).read_bytes() if source and source.origin else module.encode())
+    return digest.hexdigest()[:16]
 
 
 def _plain(config: DictConfig) -> dict[str, Any]:
@@ -130,6 +144,8 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
         if documents and all(d.embedding is not None for d in documents):
             np.save(tmp / EMBEDDINGS, np.asarray([d.embedding for d in documents], dtype=np.float32))
         (tmp / MANIFEST).write_text(json.dumps(manifest | {"format": INDEX_FORMAT}, indent=2))
+        if path.exists() and not (path / MANIFEST).exists():  # debris without a manifest is never trusted
+            shutil.rmtree(path)
         try:
             os.rename(tmp, path)
         except OSError:  # a parallel job finished the same index first; theirs is identical

@@ -110,3 +110,9 @@ def test_bad_config_key_fails_fast_with_the_key(tmp_path):
     result = run(tmp_path, "retriever.top_k=-1", check=False)
     assert result.returncode == 2
     assert "retriever.top_k" in result.stderr
+
+
+def test_an_unavailable_hub_model_fails_with_one_clear_line(tmp_path):
+    result = run(tmp_path, "models=bge_m3", check=False)
+    assert result.returncode == 2
+    assert "BAAI/bge-m3" in result.stderr and "Traceback" not in result.stderr

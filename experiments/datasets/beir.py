@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from experiments.datasets.base import (
     int_option,
     make_dataset,
     package_versions,
+    read_jsonl,
     resolve_language,
     resolve_path,
 )
@@ -86,21 +86,6 @@ def _qrels_path(root: Path, split: str) -> Path:
     )
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line, with errors that point at file:line."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
-
-
 def _field(record: dict[str, Any], key: str, where: str, *, required: bool) -> str:
     """A string field (ids may be numbers in some exports; they are compared as strings)."""
     value = record.get(key)
@@ -116,7 +101,7 @@ def _field(record: dict[str, Any], key: str, where: str, *, required: bool) -> s
 def _read_corpus(path: Path) -> list[Document]:
     """Canonical text = title + blank line + text (title alone kept in meta); other fields go to meta as-is."""
     documents: dict[str, Document] = {}
-    for number, record in _jsonl(path):
+    for number, record in read_jsonl(path):
         where = f"{path}:{number}"
         doc_id = _field(record, "_id", where, required=True)
         title = _field(record, "title", where, required=False).strip()
@@ -178,7 +163,7 @@ def _read_queries(
     items: list[GoldenItem] = []
     seen: set[str] = set()
     dropped = 0
-    for number, record in _jsonl(path):
+    for number, record in read_jsonl(path):
         where = f"{path}:{number}"
         query_id = _field(record, "_id", where, required=True)
         if query_id in seen:

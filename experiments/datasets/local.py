@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from experiments.datasets.base import (
     check_keys,
     make_dataset,
     package_versions,
+    read_jsonl,
     resolve_language,
     resolve_path,
 )
@@ -81,20 +81,11 @@ def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None) -> list[Doc
 def read_meta_file(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
     """doc_id -> (line number, metadata) from a JSONL of {"doc_id": ..., "tenant": ..., "acl": [...]}."""
     entries: dict[str, tuple[int, dict[str, Any]]] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get("doc_id"), str):
-                raise ValueError(f'{path}:{number}: expected an object with a string "doc_id"')
-            doc_id = record.pop("doc_id")
-            if doc_id in entries:
-                raise ValueError(
-                    f"{path}:{number}: duplicate doc_id {doc_id!r} (first on line {entries[doc_id][0]})"
-                )
-            entries[doc_id] = (number, record)
+    for number, record in read_jsonl(path):
+        if not isinstance(record.get("doc_id"), str):
+            raise ValueError(f'{path}:{number}: expected an object with a string "doc_id"')
+        doc_id = record.pop("doc_id")
+        if doc_id in entries:
+            raise ValueError(f"{path}:{number}: duplicate doc_id {doc_id!r} (first on line {entries[doc_id][0]})")
+        entries[doc_id] = (number, record)
     return entries

@@ -8,7 +8,7 @@ import pytest
 from haystack import Document, Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components import bm25_retriever
+from components import bm25_retriever, retrieval
 from components.bm25_retriever import BM25sRetriever
 from components.text import Tokenizer
 
@@ -122,7 +122,7 @@ class TestFilters:
             ],
         }
         assert _ids(retriever.run(query="retrieval", filters=filters)) == ["c#0-10"]
-        monkeypatch.setattr(bm25_retriever, "document_matches_filter", _fail)
+        monkeypatch.setattr(retrieval, "document_matches_filter", _fail)
         assert _ids(retriever.run(query="dense retrieval", filters=filters)) == ["c#0-10"]
 
     def test_no_filter_after_filter(self, store):

@@ -1,0 +1,57 @@
+"""Evaluation-side speed at HaluEval scale, printed as JSON: rank metrics and evidence-quote location.
+
+    python benchmarks/bench_eval.py
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from haystack import Document  # noqa: E402
+
+from experiments.golden import GoldenItem, locate_evidence, normalise_whitespace  # noqa: E402
+from experiments.metrics import aggregate, rank_metrics  # noqa: E402
+from experiments.relevance import Judged  # noqa: E402
+
+KS = (1, 3, 5, 10, 20, 50)
+
+
+def bench_metrics(items: int = 10_000, depth: int = 50) -> dict:
+    rng = random.Random(5)
+    rankings = [
+        Judged(gains=tuple(rng.choice((0, 0, 0, 0, 1)) for _ in range(depth)), n_units=rng.randint(1, 10), mode="doc",
+               ids=tuple(str(i) for i in range(depth)))
+        for _ in range(items)
+    ]
+    start = time.perf_counter()
+    aggregate([rank_metrics(j, KS) for j in rankings])
+    return {"items": items, "depth": depth, "ks": len(KS), "seconds": round(time.perf_counter() - start, 3)}
+
+
+def bench_quotes(items: int = 10_000, docs: int = 20_000) -> dict:
+    rng = random.Random(0)
+    vocab = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(20_000)]
+    corpus = [
+        Document(id=f"d{i}", content="\n".join(" ".join(rng.choices(vocab, k=12)) for _ in range(8)), meta={"doc_id": f"d{i}"})
+        for i in range(docs)
+    ]
+    golden = []
+    for i in range(items):
+        source = corpus[rng.randrange(docs)]
+        tokens = normalise_whitespace(source.content).split(" ")
+        start = rng.randrange(len(tokens) - 20)
+        quote = " ".join(tokens[start : start + rng.randint(8, 25)])
+        golden.append(GoldenItem(id=str(i), question="?", evidence=(quote,), source=source.id if i % 2 else None))
+    start = time.perf_counter()
+    locate_evidence(golden, corpus, "bench")
+    return {"quotes": items, "documents": docs, "half_without_source": True, "seconds": round(time.perf_counter() - start, 3)}
+
+
+if __name__ == "__main__":
+    print(json.dumps({"rank_metrics": bench_metrics(), "quote_location": bench_quotes()}, indent=2))
