@@ -43,8 +43,12 @@ class RankFusionJoiner:
     - `path_languages[path]`: when the query's detected language is not listed, the path's weight is
       multiplied by `unfit_weight` (0 drops the path).
     - `rrf`: score = sum over paths of weight / (rrf_k + rank), ranks 1-based, weights not normalised.
-      `dbsf`, `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there;
-      a zero-weight path is dropped in every mode).
+    - `dbsf`: each path's scores are rescaled by DocumentJoiner's distribution-based rule (mean ± 3 std -> 0..1)
+      and weighted; a document scores its best path plus `agreement_bonus` times its other paths. With a bonus of
+      0 this is exactly DocumentJoiner's DBSF. Score-aware fusion keeps a confident path's top hit on top, which
+      rank-only RRF loses when the other path is weak (see README, "Fusion defaults").
+    - `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there).
+    A zero-weight path is dropped in every mode.
 
     Ties are broken by the best single-path rank, then by id. Each output document is a copy whose meta gets
     `fusion_ranks: {path: rank}` for the paths it appeared in.
@@ -59,6 +63,7 @@ class RankFusionJoiner:
         min_scores: dict[str, float] | None = None,
         path_languages: dict[str, list[str]] | None = None,
         unfit_weight: float = 0.0,
+        agreement_bonus: float = 0.0,
         top_k: int | None = None,
     ) -> None:
         """
@@ -69,6 +74,7 @@ class RankFusionJoiner:
         :param min_scores: Minimum score per path; documents below it (or without a score) are dropped.
         :param path_languages: Query languages ("en", "zh") each path serves well.
         :param unfit_weight: Weight multiplier (>= 0) for a path whose languages do not include the query's.
+        :param agreement_bonus: dbsf only: share (>= 0) of a document's other paths' scores added to its best.
         :param top_k: Maximum number of fused documents; None keeps all.
         """
         paths = list(paths) if isinstance(paths, Sequence) and not isinstance(paths, str) else []
@@ -87,6 +93,8 @@ class RankFusionJoiner:
             raise ValueError(f"rrf_k must be > 0, got {rrf_k}")
         if unfit_weight < 0:
             raise ValueError(f"unfit_weight must be >= 0, got {unfit_weight}")
+        if agreement_bonus < 0:
+            raise ValueError(f"agreement_bonus must be >= 0, got {agreement_bonus}")
         if top_k is not None and top_k <= 0:
             raise ValueError(f"top_k must be None or > 0, got {top_k}")
         for name, mapping in (
@@ -114,6 +122,7 @@ class RankFusionJoiner:
             {path: list(languages) for path, languages in path_languages.items()} if path_languages else None
         )
         self.unfit_weight = unfit_weight
+        self.agreement_bonus = agreement_bonus
         self.top_k = top_k
         for path in paths:
             component.set_input_type(self, path, list[Document], default=[])
@@ -129,6 +138,7 @@ class RankFusionJoiner:
             min_scores=self.min_scores,
             path_languages=self.path_languages,
             unfit_weight=self.unfit_weight,
+            agreement_bonus=self.agreement_bonus,
             top_k=self.top_k,
         )
 
@@ -169,6 +179,19 @@ class RankFusionJoiner:
                 documents.setdefault(doc.id, doc)
         return [replace(doc, score=scores[doc_id]) for doc_id, doc in documents.items()]
 
+    def _dbsf(self, lists: dict[str, list[Document]], weights: dict[str, float]) -> list[Document]:
+        """DocumentJoiner's per-path rescaling, weighted; best path plus agreement_bonus times the rest."""
+        scores: dict[str, list[float]] = {}
+        documents: dict[str, Document] = {}
+        for path, docs in lists.items():
+            for doc in DocumentJoiner._distribution_based_rank_fusion([docs]):
+                scores.setdefault(doc.id, []).append(weights[path] * (doc.score or 0.0))
+                documents.setdefault(doc.id, doc)
+        return [
+            replace(doc, score=max(scores[doc_id]) + self.agreement_bonus * (sum(scores[doc_id]) - max(scores[doc_id])))
+            for doc_id, doc in documents.items()
+        ]
+
     @component.output_types(documents=list[Document])
     def run(
         self, query: str | None = None, top_k: int | None = None, **paths: list[Document]
@@ -204,6 +227,8 @@ class RankFusionJoiner:
 
         if self.mode == "rrf":
             fused = self._rrf(lists, weights)
+        elif self.mode == "dbsf":
+            fused = self._dbsf(lists, weights)
         else:
             joiner = DocumentJoiner(
                 join_mode=MODES[self.mode],

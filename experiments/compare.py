@@ -100,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--metrics", nargs="+", default=[*QUALITY, *COST])
     parser.add_argument("--out", type=Path, default=Path("comparison.png"))
     parser.add_argument("--tracking-uri", default="sqlite:///mlruns/mlflow.db")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown (for PRs and docs)")
     args = parser.parse_args(argv)
     if not args.run_ids and not args.parent:
         parser.error("give run ids or --parent")
@@ -108,12 +109,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     mlflow.set_tracking_uri(tracking_uri(args.tracking_uri))
     client = MlflowClient()
     if args.parent:
-        report_sweep(args.parent, args.out, args.metrics)
+        frame = report_sweep(args.parent, args.out, args.metrics)
         print(f"wrote {args.out} and logged it to run {args.parent}")
-        return
-    frame = comparison_frame([client.get_run(r) for r in args.run_ids], args.metrics)
-    print_frame(frame, "runs")
-    print(f"wrote {plot_frame(frame, args.out)}")
+    else:
+        frame = comparison_frame([client.get_run(r) for r in args.run_ids], args.metrics)
+        print_frame(frame, "runs")
+        print(f"wrote {plot_frame(frame, args.out)}")
+    if args.markdown:
+        print(frame.to_markdown(floatfmt=".3f"))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ class Bm25Schema:
 
 @dataclass
 class FusionSchema:
-    mode: str = "rrf"
+    mode: str = "dbsf"
+    agreement_bonus: float = 0.2
     rrf_k: float = 60.0
     weights: dict[str, float] = field(default_factory=dict)
     min_scores: dict[str, float] = field(default_factory=dict)
@@ -98,6 +99,8 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.retriever.top_k > 0, "retriever.top_k", "must be > 0")
     _require(cfg.retriever.candidates > 0, "retriever.candidates", "must be > 0")
     _require(cfg.retriever.fusion.mode in FUSION_MODES, "retriever.fusion.mode", f"must be one of {sorted(FUSION_MODES)}")
+    _require(cfg.retriever.fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
+    _require(cfg.retriever.fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
     _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
     _require(
         0 <= cfg.ingest.chunk_overlap < cfg.ingest.chunk_size,

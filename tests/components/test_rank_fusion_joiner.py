@@ -141,6 +141,17 @@ class TestDelegatedModes:
         assert [(doc.id, doc.score) for doc in ours] == [(doc.id, pytest.approx(doc.score)) for doc in theirs]
         assert all("fusion_ranks" in doc.meta for doc in ours)
 
+    def test_dbsf_agreement_bonus_adds_the_other_paths_share(self):
+        plain = {d.id: d.score for d in RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf").run(bm25=BM25, dense=DENSE)["documents"]}
+        rescaled = [
+            {d.id: d.score for d in DocumentJoiner._distribution_based_rank_fusion([docs])} for docs in (BM25, DENSE)
+        ]
+        bonus = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf", agreement_bonus=0.2)
+        for doc in bonus.run(bm25=BM25, dense=DENSE)["documents"]:
+            found = [r[doc.id] for r in rescaled if doc.id in r]
+            assert doc.score == pytest.approx(max(found) + 0.2 * (sum(found) - max(found)))
+            assert plain[doc.id] == pytest.approx(max(found))
+
     def test_merge_uses_weights_in_path_order(self):
         weights = {"dense": 3.0, "bm25": 1.0}
         ours = RankFusionJoiner(paths=["bm25", "dense"], mode="merge", weights=weights).run(
