@@ -13,6 +13,7 @@ Corpus: HaluEval QA passages plus HaluEval summarization articles, cut into 400-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -115,8 +116,9 @@ def bench_cache() -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = compose(f"paths.cache={tmp}/cache", f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root={tmp}/artifacts")
-        cold = run_job(cfg, Path(tmp) / "cold").metrics
-        warm = run_job(cfg, Path(tmp) / "warm").metrics
+        with contextlib.redirect_stdout(sys.stderr):  # keep stdout pure JSON
+            cold = run_job(cfg, Path(tmp) / "cold").metrics
+            warm = run_job(cfg, Path(tmp) / "warm").metrics
     return {
         "dataset": "demo",
         "chunks": int(cold["index/chunks"]),

@@ -14,7 +14,7 @@ def config(*overrides):
         return compose("config", overrides=list(overrides))
 
 
-@pytest.mark.parametrize("pipeline", ["bm25", "dense", "hybrid"])
+@pytest.mark.parametrize("pipeline", ["bm25", "bm25_haystack", "dense", "hybrid"])
 @pytest.mark.parametrize("dataset", ["demo", "halueval"])
 def test_every_shipped_pipeline_builds(pipeline, dataset, tmp_path):
     cfg = config(f"pipeline={pipeline}", f"dataset={dataset}")
