@@ -183,19 +183,6 @@ class BM25sRetriever:
         """Describe the tokeniser, for MLflow."""
         return self._tokenizer.identity()
 
-    def log_params(self) -> dict[str, Any]:
-        """Flat parameters describing this retriever, for MLflow."""
-        params: dict[str, Any] = {
-            "engine": "bm25s",
-            "engine_version": bm25s.__version__,
-            "top_k": self.top_k,
-            "k1": self.k1,
-            "b": self.b,
-            "method": self.method,
-        }
-        params.update({f"tokenizer.{key}": value for key, value in self.tokenizer_identity().items()})
-        return params
-
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component; the store is serialised with its own `to_dict()`."""
         return default_to_dict(

@@ -52,6 +52,7 @@ class ChunkSpanLocator:
         :raises ValueError: if a chunk has no `doc_id`, its source is missing, or its text is not in the source.
         """
         texts = {source.id: source.content or "" for source in sources}
+        source_keys = {source.id: set(source.meta) for source in sources}
         # Per doc: start of the previous chunk. Per (doc, splitter parent): source offset of the parent's start.
         previous_start: dict[str, int] = {}
         parent_offset: dict[tuple[str, str | None], int] = {}
@@ -97,7 +98,8 @@ class ChunkSpanLocator:
                 continue  # a repeat, or a tail made only of overlap: it adds no text
             seen_ids.add(chunk_id)
             last_kept[doc_id] = (start, end)
-            located.append(replace(chunk, id=chunk_id, meta=self._clean_meta(chunk.meta, start, end)))
+            meta = self._clean_meta(chunk.meta, source_keys[doc_id], start, end)
+            located.append(replace(chunk, id=chunk_id, meta=meta))
 
         return {"documents": located}
 
@@ -123,10 +125,15 @@ class ChunkSpanLocator:
         return None if found < 0 else found
 
     @staticmethod
-    def _clean_meta(meta: dict[str, Any], start: int, end: int) -> dict[str, Any]:
-        """Keep source meta, turn markdown header keys into `heading_path`, drop splitter bookkeeping."""
-        cleaned = {key: value for key, value in meta.items() if key not in _SPLITTER_KEYS}
-        if "header" in meta or "parent_headers" in meta:
+    def _clean_meta(meta: dict[str, Any], source_keys: set[str], start: int, end: int) -> dict[str, Any]:
+        """Keep source meta, turn markdown header keys into `heading_path`, drop splitter bookkeeping.
+
+        A key the source document itself has (a `header` or `page_number` field of the data) is source meta, not
+        bookkeeping, and is kept as it is.
+        """
+        added = {key for key in _SPLITTER_KEYS if key not in source_keys}
+        cleaned = {key: value for key, value in meta.items() if key not in added}
+        if {"header", "parent_headers"} & added & set(meta):
             headings = [*meta.get("parent_headers", []), meta.get("header", "")]
             cleaned["heading_path"] = [heading for heading in headings if heading]
         else:

@@ -5,6 +5,7 @@ from dataclasses import replace
 from math import inf
 from typing import Any
 
+import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.joiners import DocumentJoiner
 
@@ -28,6 +29,17 @@ def _check_path_keys(name: str, mapping: Mapping[str, Any] | None, paths: list[s
             raise ValueError(f"{name} names unknown path {key!r}; valid paths: {paths}")
 
 
+def _rescale(documents: list[Document]) -> list[float]:
+    """DocumentJoiner's DBSF rule: (score - (mean - 3 std)) / 6 std. A list whose scores do not vary (one hit, or
+    all tied) maps to 0.5, the mean's place, where DocumentJoiner keeps the raw score and so lets one raw BM25 score
+    (often > 3) outrank every rescaled score of the other path."""
+    values = np.array([doc.score or 0.0 for doc in documents], dtype=float)
+    spread = 6 * values.std()
+    if spread == 0:
+        return [0.5] * len(values)
+    return list((values - (values.mean() - spread / 2)) / spread)
+
+
 @component
 class RankFusionJoiner:
     """
@@ -45,7 +57,7 @@ class RankFusionJoiner:
     - `rrf`: score = sum over paths of weight / (rrf_k + rank), ranks 1-based, weights not normalised.
     - `dbsf`: each path's scores are rescaled by DocumentJoiner's distribution-based rule (mean ± 3 std -> 0..1)
       and weighted; a document scores its best path plus `agreement_bonus` times its other paths. With a bonus of
-      0 this is exactly DocumentJoiner's DBSF. Score-aware fusion keeps a confident path's top hit on top, which
+      0 this is DocumentJoiner's DBSF, except that a list whose scores do not vary is placed at 0.5. Score-aware fusion keeps a confident path's top hit on top, which
       rank-only RRF loses when the other path is weak (see README, "Fusion defaults").
     - `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there).
     A zero-weight path is dropped in every mode.
@@ -180,12 +192,12 @@ class RankFusionJoiner:
         return [replace(doc, score=scores[doc_id]) for doc_id, doc in documents.items()]
 
     def _dbsf(self, lists: dict[str, list[Document]], weights: dict[str, float]) -> list[Document]:
-        """DocumentJoiner's per-path rescaling, weighted; best path plus agreement_bonus times the rest."""
+        """Per-path rescaled scores, weighted; each document gets its best path plus agreement_bonus times the rest."""
         scores: dict[str, list[float]] = {}
         documents: dict[str, Document] = {}
         for path, docs in lists.items():
-            for doc in DocumentJoiner._distribution_based_rank_fusion([docs]):
-                scores.setdefault(doc.id, []).append(weights[path] * (doc.score or 0.0))
+            for doc, score in zip(docs, _rescale(docs), strict=True):
+                scores.setdefault(doc.id, []).append(weights[path] * score)
                 documents.setdefault(doc.id, doc)
         return [
             replace(doc, score=max(scores[doc_id]) + self.agreement_bonus * (sum(scores[doc_id]) - max(scores[doc_id])))

@@ -4,10 +4,12 @@ One tokeniser for indexing, querying and lexical metrics keeps their notions of 
 `identity()` is logged so a run records exactly how text was split.
 """
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Sequence
 from itertools import islice
+from pathlib import Path
 
 import jieba
 from bm25s.stopwords import STOPWORDS_EN
@@ -18,8 +20,9 @@ jieba.setLogLevel(logging.WARNING)
 LANGUAGES = ("auto", "en", "zh", "mixed")
 STOPWORD_LISTS = {"en": frozenset(STOPWORDS_EN)}
 
-# Bump when the splitting rules change, so cached indexes keyed on `Tokenizer.identity()` are rebuilt.
-TOKENIZER_NAME = "ragtune-unicode-jieba-v1"
+TOKENIZER_NAME = "ragtune-unicode-jieba"
+# The splitting rules live in this file: any edit to it changes `Tokenizer.identity()` and so rebuilds cached indexes.
+SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 _HAN_RUN = re.compile(f"[{_HAN}]+")
@@ -126,4 +129,5 @@ class Tokenizer:
             "lowercase": str(self.lowercase).lower(),
             "stopwords": self.stopwords or "none",
             "jieba": "unused" if self.language == "en" else jieba.__version__,
+            "code": SOURCE_DIGEST,
         }

@@ -8,6 +8,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from components.rank_fusion_joiner import MODES
+from components.text import LANGUAGES
 from experiments.models import resolve_model
 
 
@@ -78,8 +80,7 @@ SCHEMAS = {
     "mlflow": MlflowSchema,
     "ingest": IngestSchema,
 }
-FUSION_MODES = {"rrf", "dbsf", "merge", "concatenate"}
-LANGUAGES = {"auto", "en", "zh", "mixed"}
+FUSION_MODES = set(MODES)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -107,6 +108,7 @@ def validate(cfg: DictConfig) -> None:
         "ingest.chunk_overlap",
         f"must be >= 0 and < ingest.chunk_size ({cfg.ingest.chunk_size})",
     )
+    _require(bool(cfg.ingest.chain), "ingest.chain", "must name at least one splitter")
     missing = [name for name in cfg.ingest.chain if name not in cfg.ingest.splitters]
     _require(not missing, "ingest.chain", f"names splitters {missing} not defined under ingest.splitters")
 

@@ -98,8 +98,13 @@ def parse_golden(lines: Iterable[str], origin: str) -> list[GoldenItem]:
 def load_golden(path: str | Path, documents: Sequence[Document]) -> list[GoldenItem]:
     """Parse the golden JSONL at `path` and locate its quotes in `documents`; one GoldenError for all problems."""
     origin = str(path)
-    with Path(path).open(encoding="utf-8-sig") as handle:
-        parsed, problems = _parse(handle, origin)
+    try:
+        with Path(path).open(encoding="utf-8-sig") as handle:
+            parsed, problems = _parse(handle, origin)
+    except UnicodeDecodeError as e:
+        raise GoldenError(origin, [f"{origin}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
+    if not parsed and not problems:
+        problems = [f"{origin}: no golden items (the file is empty)"]
     items = [item for _, item in parsed]
     located, locate_problems = _locate(items, [f"{origin}:{line}" for line, _ in parsed], documents)
     problems += locate_problems

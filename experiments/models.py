@@ -25,8 +25,11 @@ def resolve_model(ref: str) -> str:
     """Returns a local folder for `ref`, or raises ModelUnavailableError saying how to get it."""
     if ref.startswith(PKG_PREFIX):
         return str(_package_model_path(ref[len(PKG_PREFIX) :]))
-    if Path(ref).expanduser().exists():
-        return str(Path(ref).expanduser().resolve())
+    path = Path(ref).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
+        raise ModelUnavailableError(f"model folder not found: {path.resolve()}")
     return _hub_snapshot(ref)
 
 
@@ -77,8 +80,9 @@ def _hub_snapshot(repo_id: str) -> str:
 
 
 def _folder_digest(path: Path) -> str:
-    """Names and sizes of the files: cheap, and changes whenever the weights are swapped."""
+    """Names, sizes and modification times: cheap, and changes whenever weights are swapped or re-saved."""
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(path)}:{file.stat().st_size}\n".encode())
+        stat = file.stat()
+        digest.update(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]

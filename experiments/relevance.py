@@ -26,7 +26,7 @@ class Judged:
 
 
 def judge(ranking: Sequence[Document], item: GoldenItem, min_overlap: float = 0.5) -> Judged | None:
-    """Gains of `ranking` for `item`; None when the item has no relevant units (excluded from retrieval metrics).
+    """Gains of `ranking` for `item`; None when it is unanswerable or has no units (excluded from retrieval metrics).
 
     Quote mode (item has evidence): a chunk covers quote i when it overlaps some location of the quote in the
     same document by at least `min_overlap` of the quote's length. Doc mode (only relevant_doc_ids): the
@@ -34,6 +34,8 @@ def judge(ranking: Sequence[Document], item: GoldenItem, min_overlap: float = 0.
     """
     if not 0 < min_overlap <= 1:
         raise ValueError(f"min_overlap must be in (0, 1], got {min_overlap}")
+    if not item.answerable:
+        return None
     if item.evidence:
         return _judge_quotes(ranking, item, min_overlap)
     if item.relevant_doc_ids:

@@ -15,12 +15,13 @@ import mlflow
 from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_resolvers, validate
+from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset, load_dataset
 from experiments.evaluate import Evaluation, evaluate
-from experiments.models import model_identity
+from experiments.models import model_identity, resolve_model
 from experiments.report import print_results
-from experiments.tracking import git_commit, log_config_params, use_experiment
+from experiments.sweep import ParentRun
+from experiments.tracking import git_commit, log_config_params, tracking_uri, use_experiment
 from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component
 from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
 
@@ -32,16 +33,22 @@ class JobResult:
     metrics: dict[str, float]
 
 
-def run_job(
-    cfg: DictConfig, job_dir: Path, run_name: str | None = None, parent_run_id: str | None = None
-) -> JobResult:
+def run_job(cfg: DictConfig, job_dir: Path, run_name: str | None = None, parent: ParentRun | None = None) -> JobResult:
+    """Runs one job; inside a sweep the run is a child of `parent`, in the parent's experiment."""
     register_resolvers()
     validate(cfg)
-    experiment = cfg.mlflow.experiment or cfg.dataset.name
-    experiment_id = use_experiment(cfg.mlflow, experiment)
+    if parent is None:
+        experiment_id = use_experiment(cfg.mlflow, cfg.mlflow.experiment or cfg.dataset.name)
+    else:
+        mlflow.set_tracking_uri(tracking_uri(cfg.mlflow.tracking_uri))
+        experiment_id = parent.experiment_id
+    experiment = mlflow.get_experiment(experiment_id).name
     tags = {"ragtune.pipeline": cfg.pipeline.name, "ragtune.git_commit": git_commit(Path.cwd())}
     with mlflow.start_run(
-        experiment_id=experiment_id, run_name=run_name or cfg.pipeline.name, parent_run_id=parent_run_id, tags=tags
+        experiment_id=experiment_id,
+        run_name=run_name or cfg.pipeline.name,
+        parent_run_id=parent.run_id if parent else None,
+        tags=tags,
     ) as run:
         try:
             log_config_params(run.info.run_id, cfg)
@@ -56,6 +63,7 @@ def run_job(
 
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
     embedder = model_identity(cfg.models.embedder.model)  # an unavailable model fails before any work
+    _check_embedders_match(cfg)
     dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
@@ -84,6 +92,17 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
     print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
     return metrics
+
+
+def _check_embedders_match(cfg: DictConfig) -> None:
+    """Index and query vectors must come from the model the run records (models.embedder.model)."""
+    expected = resolve_model(cfg.models.embedder.model)
+    for side in ("document", "text"):
+        if str(cfg.models.embedder[side].model) != expected:
+            raise ConfigError(
+                f"config key 'models.embedder.{side}.model': must be the model named by models.embedder.model "
+                f"(${{model_path:${{models.embedder.model}}}}); set models.embedder.model instead"
+            )
 
 
 def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: BuiltPipeline) -> None:

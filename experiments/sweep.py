@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,16 @@ PARENT_FILE = "mlflow_parent_run.json"
 log = logging.getLogger(__name__)
 
 
-def read_parent_run_id(sweep_dir: str | Path) -> str | None:
+@dataclass(frozen=True)
+class ParentRun:
+    run_id: str
+    experiment_id: str
+
+
+def read_parent_run(sweep_dir: str | Path) -> ParentRun | None:
+    """The sweep's parent run; its children log into the parent's experiment so the sweep stays one group."""
     path = Path(sweep_dir) / PARENT_FILE
-    return json.loads(path.read_text())["run_id"] if path.exists() else None
+    return ParentRun(**json.loads(path.read_text())) if path.exists() else None
 
 
 class SweepParentRun(Callback):
@@ -44,18 +52,18 @@ class SweepParentRun(Callback):
         atexit.register(_fail_if_running, run.info.run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from experiments.compare import report_sweep
+        from experiments.compare import child_runs, report_sweep
 
         sweep_dir = Path(config.hydra.sweep.dir)
-        run_id = read_parent_run_id(sweep_dir)
-        if run_id is None:
+        parent = read_parent_run(sweep_dir)
+        if parent is None:
             return
         client = MlflowClient()
         try:
-            report_sweep(run_id, sweep_dir / "comparison.png")
+            report_sweep(parent.run_id, sweep_dir / "comparison.png")
         finally:
-            failed = any(r.info.status != "FINISHED" for r in _children(client, run_id))
-            client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+            failed = any(r.info.status != "FINISHED" for r in child_runs(client, parent.run_id))
+            client.set_terminated(parent.run_id, status="FAILED" if failed else "FINISHED")
 
 
 def _fail_if_running(run_id: str) -> None:
@@ -63,8 +71,3 @@ def _fail_if_running(run_id: str) -> None:
     client = MlflowClient()
     if client.get_run(run_id).info.status == "RUNNING":
         client.set_terminated(run_id, status="FAILED")
-
-
-def _children(client: MlflowClient, parent_run_id: str) -> list[Any]:
-    experiment_id = client.get_run(parent_run_id).info.experiment_id
-    return client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")

@@ -33,6 +33,8 @@ def use_experiment(mlflow_cfg: DictConfig | Mapping[str, Any], default_name: str
     client = MlflowClient()
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":  # deleted in the UI: runs cannot be logged until restored
+            client.restore_experiment(experiment.experiment_id)
         return experiment.experiment_id
     root = mlflow_cfg.get("artifact_root")
     location = (Path(root).resolve() / name).as_uri() if root else None

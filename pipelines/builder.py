@@ -85,7 +85,8 @@ class BuiltPipeline:
         for name, value in inputs.items():
             for socket in self.inputs[name]:
                 data.setdefault(socket.component, {})[socket.name] = value
-        return self.pipeline.run(data=data, include_outputs_from=set(self.document_outputs))
+        designated = {s.component for s in (self.retrieval_output, self.context_output) if s is not None}
+        return self.pipeline.run(data=data, include_outputs_from=set(self.document_outputs) | designated)
 
     def stage_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
         """The documents each stage produced, keyed by component name, in pipeline order."""

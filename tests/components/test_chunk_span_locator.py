@@ -299,3 +299,11 @@ def test_a_chunk_inside_the_previous_one_is_dropped():
     ]
     out = ChunkSpanLocator().run(chunks=chunks, sources=[source])["documents"]
     assert [d.meta["span"] for d in out] == [[0, 32]]
+
+
+def test_source_fields_named_like_splitter_keys_are_kept():
+    meta = {"doc_id": "d", "header": "Quarterly report", "page_number": 7, "tenant": "t1"}
+    source = Document(id="d", content="Alpha beta gamma.", meta=meta)
+    chunk = Document(content="beta gamma.", meta={**meta, "split_idx_start": 6, "source_id": "d", "split_id": 0})
+    out = ChunkSpanLocator().run(chunks=[chunk], sources=[source])["documents"][0]
+    assert out.meta == {**meta, "heading_path": [], "span": [6, 17]}

@@ -152,6 +152,12 @@ class TestDelegatedModes:
             assert doc.score == pytest.approx(max(found) + 0.2 * (sum(found) - max(found)))
             assert plain[doc.id] == pytest.approx(max(found))
 
+    def test_dbsf_does_not_let_a_lone_raw_score_win(self):
+        lone = [Document(id="x", content="x", score=3.1)]
+        fused = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf").run(bm25=lone, dense=DENSE)["documents"]
+        assert {d.id: d.score for d in fused}["x"] == pytest.approx(0.5)
+        assert fused[0].id != "x"
+
     def test_merge_uses_weights_in_path_order(self):
         weights = {"dense": 3.0, "bm25": 1.0}
         ours = RankFusionJoiner(paths=["bm25", "dense"], mode="merge", weights=weights).run(

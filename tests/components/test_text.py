@@ -128,6 +128,7 @@ class TestTokenizer:
             "lowercase": "true",
             "stopwords": "en",
             "jieba": jieba.__version__,
+            "code": text.SOURCE_DIGEST,
         }
         assert Tokenizer(language="en").identity()["jieba"] == "unused"
         assert all(isinstance(value, str) for value in Tokenizer().identity().values())

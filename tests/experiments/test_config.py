@@ -46,6 +46,7 @@ def test_overrides_reach_the_components(tmp_path):
         ("eval.min_overlap=1.5", "eval.min_overlap"),
         ("dataset.language=fr", "dataset.language"),
         ("ingest.chain=[nope]", "ingest.chain"),
+        ("ingest.chain=[]", "ingest.chain"),
     ],
 )
 def test_bad_values_fail_early_naming_the_key(override, key):

@@ -250,3 +250,14 @@ def test_locating_at_scale_finds_every_quote():
         )
     located = locate_evidence(items, docs, "bench")
     assert all(item.evidence_spans[0] for item in located)
+
+
+def test_empty_and_non_utf8_files_are_load_errors(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(GoldenError, match="no golden items"):
+        load_golden(empty, [])
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"id": "q", "question": "caf\u00e9?"}\n'.encode("latin-1"))
+    with pytest.raises(GoldenError, match="latin.jsonl: not UTF-8"):
+        load_golden(latin, [])

@@ -110,3 +110,8 @@ def test_errors_name_item_and_chunk():
         judge([no_doc], quote_item(QUOTE))
     with pytest.raises(ValueError, match="min_overlap"):
         judge([], quote_item(QUOTE), min_overlap=0)
+
+
+def test_an_item_marked_unanswerable_is_not_judged():
+    item = GoldenItem(id="q", question="?", relevant_doc_ids=("a",), answerable=False)
+    assert judge([Document(id="a#0-1", content="x", meta={"doc_id": "a", "span": [0, 1]})], item) is None

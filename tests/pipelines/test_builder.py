@@ -144,3 +144,13 @@ def test_branches_and_bounded_loops():
     bounded = build_pipeline(loop | {"max_runs_per_component": 2})
     with pytest.raises(Exception, match="Maximum run count 2"):
         bounded.run(start=0)
+
+
+def test_a_pass_through_context_output_is_returned_even_when_consumed(store):
+    components = spec()["components"] | {
+        "prompt": {"_target_": "haystack.components.builders.PromptBuilder", "template": "{{ documents|length }}"}
+    }
+    connections = [["bm25.documents", "reranker.documents"], ["reranker.documents", "prompt.documents"]]
+    built = build_pipeline(spec(components=components, connections=connections), {"store": store})
+    outputs = built.run(query="days")
+    assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a", "c"]
