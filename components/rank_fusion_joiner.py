@@ -57,8 +57,9 @@ class RankFusionJoiner:
     - `rrf`: score = sum over paths of weight / (rrf_k + rank), ranks 1-based, weights not normalised.
     - `dbsf`: each path's scores are rescaled by DocumentJoiner's distribution-based rule (mean ± 3 std -> 0..1)
       and weighted; a document scores its best path plus `agreement_bonus` times its other paths. With a bonus of
-      0 this is DocumentJoiner's DBSF, except that a list whose scores do not vary is placed at 0.5. Score-aware fusion keeps a confident path's top hit on top, which
-      rank-only RRF loses when the other path is weak (see README, "Fusion defaults").
+      0 this is DocumentJoiner's DBSF, except that a list whose scores do not vary is placed at 0.5. Score-aware
+      fusion keeps a confident path's top hit on top, which rank-only RRF loses when the other path is weak
+      (see README, "Fusion defaults").
     - `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there).
     A zero-weight path is dropped in every mode.
 
@@ -199,10 +200,11 @@ class RankFusionJoiner:
             for doc, score in zip(docs, _rescale(docs), strict=True):
                 scores.setdefault(doc.id, []).append(weights[path] * score)
                 documents.setdefault(doc.id, doc)
-        return [
-            replace(doc, score=max(scores[doc_id]) + self.agreement_bonus * (sum(scores[doc_id]) - max(scores[doc_id])))
-            for doc_id, doc in documents.items()
-        ]
+        fused = []
+        for doc_id, doc in documents.items():
+            best = max(scores[doc_id])
+            fused.append(replace(doc, score=best + self.agreement_bonus * (sum(scores[doc_id]) - best)))
+        return fused
 
     @component.output_types(documents=list[Document])
     def run(

@@ -80,7 +80,6 @@ SCHEMAS = {
     "mlflow": MlflowSchema,
     "ingest": IngestSchema,
 }
-FUSION_MODES = set(MODES)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -99,7 +98,7 @@ def validate(cfg: DictConfig) -> None:
     _require(0 < cfg.eval.min_overlap <= 1, "eval.min_overlap", "must be in (0, 1]")
     _require(cfg.retriever.top_k > 0, "retriever.top_k", "must be > 0")
     _require(cfg.retriever.candidates > 0, "retriever.candidates", "must be > 0")
-    _require(cfg.retriever.fusion.mode in FUSION_MODES, "retriever.fusion.mode", f"must be one of {sorted(FUSION_MODES)}")
+    _require(cfg.retriever.fusion.mode in MODES, "retriever.fusion.mode", f"must be one of {sorted(MODES)}")
     _require(cfg.retriever.fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
     _require(cfg.retriever.fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
     _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
