@@ -53,6 +53,9 @@ class RetrieverSchema:
 class EvalSchema:
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 50])
     min_overlap: float = 0.5
+    pass_f1: float = 0.5
+    redundancy_threshold: float = 0.9
+    confidence: float = 0.95
 
 
 @dataclass
@@ -96,6 +99,9 @@ def validate(cfg: DictConfig) -> None:
     ks = list(cfg.eval.ks)
     _require(bool(ks) and all(k > 0 for k in ks), "eval.ks", f"must be positive integers, got {ks}")
     _require(0 < cfg.eval.min_overlap <= 1, "eval.min_overlap", "must be in (0, 1]")
+    _require(0 <= cfg.eval.pass_f1 <= 1, "eval.pass_f1", "must be in [0, 1]")
+    _require(0 < cfg.eval.redundancy_threshold <= 1, "eval.redundancy_threshold", "must be in (0, 1]")
+    _require(0 < cfg.eval.confidence < 1, "eval.confidence", "must be in (0, 1)")
     _require(cfg.retriever.top_k > 0, "retriever.top_k", "must be > 0")
     _require(cfg.retriever.candidates > 0, "retriever.candidates", "must be > 0")
     _require(cfg.retriever.fusion.mode in MODES, "retriever.fusion.mode", f"must be one of {sorted(MODES)}")

@@ -1,27 +1,67 @@
-"""Answers every golden question through the pipeline and turns the rankings into metrics.
+"""Answers every golden question through the pipeline and scores all three layers.
 
-Three views of the same run: the designated retrieval output (`retrieval/`), what reaches the prompt
-(`context/`), and every documents-producing component (`stage/<component>/`).
+Views of the same run: the designated retrieval output (`retrieval/`), what reaches the prompt (`context/`),
+every documents-producing component (`stage/<component>/`), and the answer (`answer/`). Every question also
+gets its first broken layer (experiments/diagnosis.py), and per-question scores are kept for paired tests.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from haystack import Document
+from haystack.dataclasses import GeneratedAnswer
 from tqdm import tqdm
 
+from experiments.answer_metrics import Similarity, answer_scores
+from experiments.context_metrics import context_scores
+from experiments.diagnosis import Evidence, first_broken_layer, layer_counts
 from experiments.golden import GoldenItem
 from experiments.metrics import aggregate, by_category, rank_metrics
-from experiments.relevance import judge
+from experiments.relevance import Judged, judge
+from experiments.significance import mean_ci
 from experiments.tracing import timing_components
 from pipelines.builder import BuiltPipeline
 
 MAX_LOGGED_DOCS = 20
+# Per-run confidence intervals are logged for these, when the run has them.
+HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", "context/recall", "answer/f1")
+# Answer means taken over the questions that have the score.
+ANSWER_MEANS = (
+    "answer/f1",
+    "answer/exact_match",
+    "answer/rouge_l",
+    "answer/chrf",
+    "answer/semantic_similarity",
+    "answer/citation_accuracy",
+    "answer/unsupported_sentence_rate",
+    "answer/refusal_accuracy",
+    "answer/false_refusal_rate",
+)
+CONTEXT_MEANS = (
+    "context/precision",
+    "context/recall",
+    "context/ragas_precision",
+    "context/ragas_recall",
+    "context/id_precision",
+    "context/id_recall",
+    "context/tokens",
+    "context/redundancy",
+)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    ks: Sequence[int]
+    min_overlap: float = 0.5
+    # An answerable question passes when its answer reaches this token F1 (and has no unsupported sentence).
+    pass_f1: float = 0.5
+    redundancy_threshold: float = 0.9
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -29,30 +69,63 @@ class Evaluation:
     metrics: dict[str, float]
     per_question: list[dict[str, Any]]
     seconds: float
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)
 
 
 def evaluate(
-    query: BuiltPipeline, golden: Sequence[GoldenItem], ks: Sequence[int], min_overlap: float, progress: bool = True
+    query: BuiltPipeline,
+    golden: Sequence[GoldenItem],
+    settings: EvalSettings,
+    index_chunks: Mapping[str, Sequence[Document]] | None = None,
+    similarity: Similarity | None = None,
+    progress: bool = True,
 ) -> Evaluation:
+    """`index_chunks` (doc id -> its chunks) lets the diagnosis tell chunking failures from retrieval misses;
+    `similarity` scores `answer/semantic_similarity` (skipped when None)."""
     start = time.perf_counter()
     views: dict[str, list[dict[str, float] | None]] = {}
     latencies: list[float] = []
     component_ms: dict[str, list[float]] = {}
-    records = []
+    llm_calls: list[int] = []
+    records: list[dict[str, Any]] = []
+    diagnosis: list[dict[str, Any]] = []
     with timing_components() as timer:
         for item in tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress):
             t0 = time.perf_counter()
             outputs = query.run(query=item.question)
             latencies.append((time.perf_counter() - t0) * 1000)
-            for component, ms in timer.take().items():
+            runs = timer.take()
+            for component, ms in runs.ms.items():
                 component_ms.setdefault(component, []).append(ms)
+            answer = query.answer(outputs)
+            llm_calls.append(_llm_calls(runs.calls, query.llm_components, answer))
             ranked = _views(query, outputs)
-            scores = {view: _score(docs, item, ks, min_overlap) for view, docs in ranked.items()}
+            judged = {view: _judge(docs, item, settings.min_overlap) for view, docs in ranked.items()}
+            scores = {view: None if j is None else rank_metrics(j, settings.ks) for view, j in judged.items()}
             for view, value in scores.items():
                 views.setdefault(view, []).append(value)
-            records.append(_record(item, ranked, scores, latencies[-1]))
+            layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
+            evidence = Evidence(
+                index=_judge(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
+                retrieval=judged["retrieval"],
+                context=judged.get("context", judged["retrieval"]),
+            )
+            has_answer = query.answer_output is not None
+            layer = first_broken_layer(item.answerable, evidence, layer_scores if has_answer else None, settings.pass_f1)
+            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores | {"cost/llm_calls": llm_calls[-1]})
+            records.append(record | {"layer": layer})
+            diagnosis.append(_diagnosis_row(item, answer, layer, layer_scores))
     metrics = _summarise(golden, views, latencies, component_ms)
-    return Evaluation(metrics, records, time.perf_counter() - start)
+    metrics |= _layer_summary(records, llm_calls, has_answer=query.answer_output is not None)
+    metrics |= layer_counts([row["layer"] for row in diagnosis])
+    metrics |= _intervals(records, settings.confidence)
+    return Evaluation(metrics, records, time.perf_counter() - start, diagnosis)
+
+
+def _llm_calls(calls: Mapping[str, int], chat_generators: frozenset[str], answer: GeneratedAnswer | None) -> int:
+    """Runs of chat generators, plus calls that answerers without a chat socket report as usage `llm_calls`."""
+    reported = int((answer.meta.get("usage") or {}).get("llm_calls", 0)) if answer is not None else 0
+    return sum(calls.get(name, 0) for name in chat_generators) + reported
 
 
 def _views(query: BuiltPipeline, outputs: dict[str, dict[str, Any]]) -> dict[str, list[Document]]:
@@ -64,13 +137,40 @@ def _views(query: BuiltPipeline, outputs: dict[str, dict[str, Any]]) -> dict[str
     return ranked
 
 
-def _score(docs: list[Document], item: GoldenItem, ks: Sequence[int], min_overlap: float) -> dict[str, float] | None:
-    judged = judge(docs, item, min_overlap=min_overlap)
-    return None if judged is None else rank_metrics(judged, ks)
+def _judge(docs: Sequence[Document], item: GoldenItem, min_overlap: float) -> Judged | None:
+    return judge(docs, item, min_overlap=min_overlap)
+
+
+def _candidate_chunks(item: GoldenItem, index_chunks: Mapping[str, Sequence[Document]]) -> list[Document]:
+    """The index's chunks of the documents that hold the item's evidence: where a covering chunk would be."""
+    doc_ids = {span.doc_id for spans in item.evidence_spans for span in spans} | set(item.relevant_doc_ids)
+    return [chunk for doc_id in sorted(doc_ids) for chunk in index_chunks.get(doc_id, ())]
+
+
+def _layer_scores(
+    query: BuiltPipeline,
+    ranked: dict[str, list[Document]],
+    context_judged: Judged | None,
+    answer: GeneratedAnswer | None,
+    item: GoldenItem,
+    settings: EvalSettings,
+    similarity: Similarity | None,
+) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    if query.context_output is not None:
+        scores |= context_scores(ranked["context"], item, context_judged, settings.redundancy_threshold)
+    if query.answer_output is not None:
+        scores |= answer_scores(answer, item.reference_answer, bool(item.answerable), similarity)
+    return scores
 
 
 def _record(
-    item: GoldenItem, ranked: dict[str, list[Document]], scores: dict[str, dict[str, float] | None], latency_ms: float
+    item: GoldenItem,
+    ranked: dict[str, list[Document]],
+    scores: dict[str, dict[str, float] | None],
+    latency_ms: float,
+    answer: GeneratedAnswer | None,
+    layer_scores: dict[str, float],
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": item.id,
@@ -79,12 +179,37 @@ def _record(
         "answerable": item.answerable,
         "latency_ms": round(latency_ms, 2),
     }
+    if answer is not None:
+        record |= {
+            "answer": answer.data,
+            "reference": item.reference_answer,
+            "refused": bool(answer.meta.get("refused")),
+            "citations": answer.meta.get("citations", []),
+            "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
+        }
     for view, docs in ranked.items():
         record[f"{view}/chunks"] = [
             {"id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score} for d in docs[:MAX_LOGGED_DOCS]
         ]
-    record |= {f"retrieval/{name}": value for name, value in (scores["retrieval"] or {}).items()}
-    return record
+    for view in ("retrieval", "context"):
+        record |= {f"{view}/{name}": value for name, value in (scores.get(view) or {}).items()}
+    return record | layer_scores
+
+
+def _diagnosis_row(item: GoldenItem, answer: GeneratedAnswer | None, layer: str, scores: dict[str, float]) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "category": item.category or "none",
+        "answerable": bool(item.answerable),
+        "layer": layer,
+        "question": item.question,
+        "reference": item.reference_answer,
+        "answer": None if answer is None else answer.data,
+        "f1": scores.get("answer/f1"),
+        "refused": scores.get("answer/refused"),
+        "unsupported_rate": scores.get("answer/unsupported_sentence_rate"),
+        "context_recall": scores.get("context/recall"),
+    }
 
 
 def _summarise(
@@ -104,6 +229,34 @@ def _summarise(
     metrics |= _latency("latency", latencies)
     for component, values in component_ms.items():
         metrics |= _latency(f"latency/{component}", values)
+    return metrics
+
+
+def _layer_summary(records: list[dict[str, Any]], llm_calls: list[int], has_answer: bool) -> dict[str, float]:
+    metrics = {name: value for name in CONTEXT_MEANS if (value := _mean(records, name)) is not None}
+    if not has_answer:
+        return metrics
+    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in ANSWER_MEANS) if value is not None}
+    metrics["answer/judge_failures"] = float(sum(r.get("answer/judge_failed", 0) for r in records))
+    metrics["cost/llm_calls_per_question"] = float(np.mean(llm_calls)) if llm_calls else 0.0
+    metrics["cost/prompt_tokens_per_question"] = _mean(records, "cost/prompt_tokens") or 0.0
+    metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
+    return metrics
+
+
+def _mean(records: Sequence[dict[str, Any]], name: str) -> float | None:
+    values = [r[name] for r in records if r.get(name) is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _intervals(records: list[dict[str, Any]], confidence: float) -> dict[str, float]:
+    """Bootstrap CI of the mean for each headline metric, over the questions that have it."""
+    metrics = {}
+    for name in HEADLINE:
+        values = [r[name] for r in records if r.get(name) is not None]
+        if values:
+            interval = mean_ci(values, confidence)
+            metrics |= {f"{name}/ci95_low": interval.low, f"{name}/ci95_high": interval.high}
     return metrics
 
 

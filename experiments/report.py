@@ -10,6 +10,25 @@ from rich.console import Console
 from rich.table import Table
 
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
+LAYER_METRICS = (
+    "context/precision",
+    "context/recall",
+    "context/tokens",
+    "context/redundancy",
+    "answer/f1",
+    "answer/exact_match",
+    "answer/rouge_l",
+    "answer/chrf",
+    "answer/semantic_similarity",
+    "answer/citation_accuracy",
+    "answer/unsupported_sentence_rate",
+    "answer/refusal_accuracy",
+    "answer/false_refusal_rate",
+    "answer/judge_failures",
+    "cost/llm_calls_per_question",
+    "cost/prompt_tokens_per_question",
+    "cost/completion_tokens_per_question",
+)
 
 
 def console() -> Console:
@@ -35,6 +54,19 @@ def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks:
         f"{int(metrics['index/chunks'])} chunks) · eval {metrics['time/eval_seconds']:.1f}s · "
         f"latency p50 {metrics['latency/p50_ms']:.1f} ms, p95 {metrics['latency/p95_ms']:.1f} ms"
     )
+    layers = [(name, metrics[name]) for name in LAYER_METRICS if name in metrics]
+    if layers:
+        summary = Table(title="context and answer layers (95 % bootstrap CI where logged)")
+        summary.add_column("metric")
+        summary.add_column("value", justify="right")
+        for name, value in layers:
+            low, high = metrics.get(f"{name}/ci95_low"), metrics.get(f"{name}/ci95_high")
+            ci = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+            summary.add_row(name, (f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}") + ci)
+        out.print(summary)
+    failures = {k.split("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith("diagnosis/") and v}
+    if failures:
+        out.print("diagnosis (first broken layer per question): " + ", ".join(f"{k} {v}" for k, v in failures.items()))
 
 
 def _cells(metrics: Mapping[str, float], view: str, k: int) -> list[str]:

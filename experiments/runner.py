@@ -12,13 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pandas as pd
+from haystack import Document
 from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.answer_metrics import Similarity
 from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset, load_dataset
-from experiments.evaluate import Evaluation, evaluate
-from experiments.models import model_identity, resolve_model
+from experiments.diagnosis import diagnosis_markdown
+from experiments.evaluate import EvalSettings, Evaluation, evaluate
+from experiments.models import check_endpoint, generator_identity, model_identity, resolve_model
 from experiments.report import print_results
 from experiments.sweep import ParentRun
 from experiments.tracking import git_commit, log_config_params, tracking_uri, use_experiment
@@ -74,13 +78,26 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})
     mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
 
+    if query.llm_components:  # an unreachable endpoint fails before indexing
+        generator = generator_identity(cfg.models.generator)
+        check_endpoint(cfg.models.generator)
+
     index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
     warm_up = query.warm_up()
     reads_index = {name for name, instance in query.pipeline.walk() if hasattr(instance, "document_store")}
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
     _tag_identity(dataset, index, embedder, query)
+    if query.llm_components:
+        mlflow.set_tag("ragtune.model.generator", generator)
 
-    result = evaluate(query, dataset.golden, list(cfg.eval.ks), cfg.eval.min_overlap)
+    settings = EvalSettings(
+        ks=list(cfg.eval.ks),
+        min_overlap=cfg.eval.min_overlap,
+        pass_f1=cfg.eval.pass_f1,
+        redundancy_threshold=cfg.eval.redundancy_threshold,
+        confidence=cfg.eval.confidence,
+    )
+    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), _similarity(cfg, query))
     metrics = result.metrics | {
         "time/index_seconds": index_seconds,
         "time/model_load_seconds": sum(s for name, s in warm_up.items() if name not in reads_index),
@@ -90,6 +107,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     }
     mlflow.log_metrics(metrics)
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
+    _write_diagnosis(job_dir, result, query.name, settings.pass_f1)
     print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
     return metrics
 
@@ -148,6 +166,32 @@ def _write_outputs(
         "index_fingerprint": index.fingerprint,
     }
     (job_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+
+
+def _similarity(cfg: DictConfig, query: BuiltPipeline) -> Similarity | None:
+    """`answer/semantic_similarity` embeds with the run's own text embedder (models.embedder.text)."""
+    if query.answer_output is None:
+        return None
+    embedder = instantiate_component(cfg.models.embedder.text, "models.embedder.text", {})
+    embedder.warm_up()
+    return Similarity(embedder)
+
+
+def _chunks_by_doc(store: DocumentStore) -> dict[str, list[Document]]:
+    """Every indexed chunk grouped by source doc, so the diagnosis can ask whether any chunk covers the evidence."""
+    chunks: dict[str, list[Document]] = {}
+    for chunk in store.filter_documents():
+        chunks.setdefault(str(chunk.meta.get("doc_id")), []).append(chunk)
+    return chunks
+
+
+def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: float) -> None:
+    table = job_dir / "diagnosis.csv"
+    pd.DataFrame(result.diagnosis).to_csv(table, index=False)
+    summary = job_dir / "diagnosis.md"
+    summary.write_text(diagnosis_markdown(result.diagnosis, pipeline, pass_f1), encoding="utf-8")
+    mlflow.log_artifact(str(table))
+    mlflow.log_artifact(str(summary))
 
 
 def _flat_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from haystack import tracing
@@ -26,12 +27,21 @@ class _TimedSpan(Span):
         return self
 
 
+@dataclass(frozen=True)
+class ComponentRuns:
+    """Per component since the last `take()`: summed wall-clock milliseconds and the number of runs."""
+
+    ms: dict[str, float]
+    calls: dict[str, int]
+
+
 class ComponentTimer(Tracer):
-    """Collects wall-clock milliseconds per component run; `take()` returns and clears them."""
+    """Collects wall-clock milliseconds and run counts per component; `take()` returns and clears them."""
 
     def __init__(self) -> None:
         self._current: list[_TimedSpan] = []
         self._times: dict[str, float] = defaultdict(float)
+        self._calls: Counter[str] = Counter()
 
     @contextlib.contextmanager
     def trace(
@@ -45,15 +55,18 @@ class ComponentTimer(Tracer):
         finally:
             self._current.pop()
             if operation_name == COMPONENT_RUN:
-                self._times[str(span.tags.get(COMPONENT_NAME))] += (time.perf_counter() - start) * 1000
+                name = str(span.tags.get(COMPONENT_NAME))
+                self._times[name] += (time.perf_counter() - start) * 1000
+                self._calls[name] += 1
 
     def current_span(self) -> Span | None:
         return self._current[-1] if self._current else None
 
-    def take(self) -> dict[str, float]:
-        """Milliseconds per component since the last call (a component run twice in a loop is summed)."""
-        times, self._times = dict(self._times), defaultdict(float)
-        return times
+    def take(self) -> ComponentRuns:
+        """Runs since the last call (a component run twice in a loop is summed and counted twice)."""
+        runs = ComponentRuns(dict(self._times), dict(self._calls))
+        self._times, self._calls = defaultdict(float), Counter()
+        return runs
 
 
 @contextlib.contextmanager

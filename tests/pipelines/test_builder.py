@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -154,3 +156,74 @@ def test_a_pass_through_context_output_is_returned_even_when_consumed(store):
     built = build_pipeline(spec(components=components, connections=connections), {"store": store})
     outputs = built.run(query="days")
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a", "c"]
+
+
+REFUSALS = {"en": "I cannot answer this from the provided documents."}
+
+
+def answer_stage(**overrides):
+    stage = {
+        "components": {
+            "context_window": {"_target_": "components.context_window.ContextWindow", "top_k": 1},
+            "extractor": {"_target_": "components.extractive_answerer.ExtractiveAnswerer", "refusals": REFUSALS, "min_score": 0.2},
+            "answer": {"_target_": "components.citation_verifier.CitationVerifier", "refusals": REFUSALS},
+        },
+        "connections": [["context_window.documents", "extractor.documents"], ["context_window.documents", "answer.documents"],
+                        ["extractor.replies", "answer.replies"]],
+        "inputs": {"context": ["context_window.documents"], "query": ["extractor.query", "answer.query"]},
+        "context_output": "context_window.documents",
+        "answer_output": "answer.answers",
+    }
+    return stage | overrides
+
+
+def test_answer_stage_hangs_off_the_context_and_names_the_answer(store):
+    built = build_pipeline(spec(answer=answer_stage()), {"store": store})
+    outputs = built.run(query="how many days of annual leave")
+    assert built.context_output.component == "context_window"  # the stage's window is what reaches the prompt
+    assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a"]
+    answer = built.answer(outputs)
+    assert answer.data == "annual leave is fifteen days [1]" and answer.meta["citations"][0]["chunk_id"] == "a"
+    assert built.llm_components == frozenset()
+
+
+def test_answer_stage_none_keeps_a_retrieval_pipeline(store):
+    built = build_pipeline(spec(answer="none"), {"store": store})
+    assert built.answer_output is None and built.answer(built.run(query="leave")) is None
+
+
+@pytest.mark.parametrize(
+    ("stage", "message"),
+    [
+        (answer_stage(answer_output=None), "answer.answer_output"),
+        (answer_stage(bogus=1), "unknown key(s) ['bogus']"),
+        (answer_stage(components={"bm25": {"_target_": BM25}}), "already exist in the retrieval pipeline"),
+        (answer_stage(answer_output="answer.nope"), "pipeline.answer.answer_output: component 'answer'"),
+    ],
+)
+def test_answer_stage_errors_name_the_key(store, stage, message):
+    with pytest.raises(PipelineConfigError, match=re.escape(message)):
+        build_pipeline(spec(answer=stage), {"store": store})
+
+
+def test_answer_stage_needs_a_context_output(store):
+    with pytest.raises(PipelineConfigError, match="context_output: an answer stage needs"):
+        build_pipeline(spec(answer=answer_stage(), context_output=None), {"store": store})
+
+
+def test_chat_generators_are_found_and_targets_may_be_class_attributes(store):
+    generator = {
+        "_target_": "haystack.components.generators.chat.OpenAIChatGenerator",
+        "api_key": {"_target_": "haystack.utils.Secret.from_token", "token": "not-used"},
+        "api_base_url": "http://127.0.0.1:9/v1",
+    }
+    stage = answer_stage()
+    stage["components"] = stage["components"] | {
+        "prompt_builder": {"_target_": "haystack.components.builders.ChatPromptBuilder", "template": "{{ query }}"},
+        "generator": generator,
+    }
+    stage["connections"] = stage["connections"][1:2] + [["prompt_builder.prompt", "generator.messages"], ["generator.replies", "answer.replies"]]
+    stage["components"].pop("extractor")
+    stage["inputs"] = {"context": ["context_window.documents"], "query": ["prompt_builder.query", "answer.query"]}
+    built = build_pipeline(spec(answer=stage), {"store": store})
+    assert built.llm_components == frozenset({"generator"})

@@ -1,0 +1,143 @@
+"""Short extractive answers from a small local LLM: it may only copy a span of the best context sentences."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jieba
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.dataclasses import ChatMessage
+from jinja2 import Template
+
+from components.extractive_answerer import Candidate, ExtractiveAnswerer
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_EDGE_PUNCTUATION = " .,;:!?()[]{}\"'“”‘’。，；：！？（）、"
+
+
+@component
+class SpanAnswerer:
+    """
+    Rank context sentences like `ExtractiveAnswerer`, then let a llama.cpp model pick the answer span.
+
+    The model continues a few-shot completion prompt (a base model such as Gemma-3-270M needs no chat template)
+    under a GBNF grammar that allows only word spans of the selected sentences, so it cannot invent text: the
+    answer is always a quote, cited with its chunk number. Chinese sentences are cut into jieba words. When no
+    sentence covers at least `min_score` of the question, it refuses without calling the model. Haystack's
+    llama.cpp integration ships only a chat generator, which has no raw completion, hence this component.
+
+    ### Usage example
+    ```python
+    answerer = SpanAnswerer(model="/models/gemma.gguf", template=FEW_SHOT, refusals={"en": "I cannot answer..."})
+    answerer.warm_up()
+    answerer.run(query="How many leave days?", documents=docs)["replies"][0].text  # "20 days [1]"
+    ```
+    """
+
+    def __init__(
+        self,
+        model: str,
+        template: str,
+        refusals: dict[str, str],
+        min_score: float = 0.2,
+        max_sentences: int = 1,
+        max_span_words: int = 8,
+        n_ctx: int = 2048,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """
+        :param model: Path of the GGUF file.
+        :param template: Jinja completion prompt; gets `query` and `sentences` (list of str) and ends where the
+            answer starts.
+        :param refusals: Language -> refusal sentence ("en" is the fallback).
+        :param min_score: Question coverage below which the answerer refuses (see ExtractiveAnswerer).
+        :param max_sentences: Best sentences offered to the model.
+        :param max_span_words: Longest span, in words.
+        :param n_ctx: llama.cpp context window.
+        :param model_kwargs: More `llama_cpp.Llama` arguments (e.g. n_threads, seed).
+        :raises ValueError: when `max_span_words` < 1 (other checks as ExtractiveAnswerer).
+        """
+        if max_span_words < 1:
+            raise ValueError(f"max_span_words must be >= 1, got {max_span_words}")
+        self.model = model
+        self.template = template
+        self.refusals = dict(refusals)
+        self.min_score = min_score
+        self.max_sentences = max_sentences
+        self.max_span_words = max_span_words
+        self.n_ctx = n_ctx
+        self.model_kwargs = dict(model_kwargs or {})
+        self._ranker = ExtractiveAnswerer(refusals, min_score=min_score, max_sentences=max_sentences)
+        self._prompt = Template(template)
+        self._llm: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise the component."""
+        return default_to_dict(
+            self,
+            model=self.model,
+            template=self.template,
+            refusals=self.refusals,
+            min_score=self.min_score,
+            max_sentences=self.max_sentences,
+            max_span_words=self.max_span_words,
+            n_ctx=self.n_ctx,
+            model_kwargs=self.model_kwargs,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpanAnswerer:
+        """Deserialise the component."""
+        return default_from_dict(cls, data)
+
+    def warm_up(self) -> None:
+        """Loads the GGUF model once."""
+        if self._llm is None:
+            from llama_cpp import Llama
+
+            self._llm = Llama(model_path=self.model, n_ctx=self.n_ctx, **{"verbose": False, **self.model_kwargs})
+
+    @component.output_types(replies=list[ChatMessage])
+    def run(self, query: str, documents: list[Document]) -> dict[str, list[ChatMessage]]:
+        """
+        :param query: The question.
+        :param documents: The context, numbered from 1 in this order.
+        :returns: `replies`: one assistant message, `span [n]` or the refusal; meta `usage` has the token counts.
+        """
+        best = self._ranker.rank(query, documents)[: self.max_sentences]
+        if not best or best[0].score < self.min_score:
+            refusal = self._ranker.run(query=query, documents=[])["replies"][0].text
+            return {"replies": [ChatMessage.from_assistant(refusal, meta={"model": self.model, "usage": {"llm_calls": 0}})]}
+        if self._llm is None:
+            raise RuntimeError("SpanAnswerer: call warm_up() before run()")
+        span, usage = self._generate(query, best)
+        chunk = next((c.chunk for c in best if span in c.sentence), best[0].chunk)
+        return {"replies": [ChatMessage.from_assistant(f"{span} [{chunk}]", meta={"model": self.model, "usage": usage})]}
+
+    def _generate(self, query: str, best: list[Candidate]) -> tuple[str, dict[str, int]]:
+        from llama_cpp import LlamaGrammar
+
+        spans = sorted({s for c in best for s in word_spans(c.sentence, self.max_span_words)})
+        grammar = LlamaGrammar.from_string("root ::= " + " | ".join(_gbnf_string(s) for s in spans), verbose=False)
+        prompt = self._prompt.render(query=query, sentences=[c.sentence for c in best])
+        out = self._llm.create_completion(prompt, max_tokens=64, temperature=0.0, grammar=grammar)
+        usage = {k: int(v) for k, v in out.get("usage", {}).items()}
+        return out["choices"][0]["text"].strip(), usage | {"llm_calls": 1}
+
+
+def word_spans(sentence: str, max_words: int) -> set[str]:
+    """Every run of up to `max_words` words, trimmed of edge punctuation; Chinese is split by jieba."""
+    words = [w for w in (jieba.lcut(sentence) if _HAN.search(sentence) else sentence.split()) if w.strip()]
+    joiner = "" if _HAN.search(sentence) else " "
+    spans = set()
+    for i in range(len(words)):
+        for j in range(i + 1, min(len(words), i + max_words) + 1):
+            span = joiner.join(words[i:j]).strip(_EDGE_PUNCTUATION)
+            if span:
+                spans.add(span)
+    return spans
+
+
+def _gbnf_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

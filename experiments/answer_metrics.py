@@ -1,0 +1,143 @@
+"""Answer-layer scores for one question: correctness against the reference, citations, support and refusal.
+
+Token F1 and exact match follow SQuAD's normalisation (lowercase, no punctuation, no English articles) with jieba
+words for Chinese. ROUGE-L runs `rouge_score` (the library RAGAS wraps) on the same tokens, because its default
+tokenizer keeps only [a-z0-9] and scores every Chinese answer 0. chrF is RAGAS's, on characters.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import jieba
+from haystack.dataclasses import GeneratedAnswer
+
+from components.sentences import parse_citations, strip_citations
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_ARTICLES = {"a", "an", "the"}
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Normalised tokens: Latin words without articles, jieba words (precise mode) for Chinese runs."""
+    text = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in text.lower())
+    tokens: list[str] = []
+    for piece in text.split():
+        for part in re.split(f"({_HAN.pattern})", piece):
+            if not part:
+                continue
+            if _HAN.fullmatch(part):
+                tokens.extend(t for t in jieba.lcut(part) if t.strip())
+            elif part not in _ARTICLES:
+                tokens.append(part)
+    return tokens
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    pred, ref = answer_tokens(prediction), answer_tokens(reference)
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(prediction: str, reference: str) -> float:
+    return float(answer_tokens(prediction) == answer_tokens(reference))
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F-measure on `answer_tokens` (so Chinese is scored on words, not dropped)."""
+    return _rouge().score(reference, prediction)["rougeL"].fmeasure
+
+
+@cache
+def _rouge() -> Any:
+    from rouge_score import rouge_scorer
+
+    class _Tokens:
+        def tokenize(self, text: str) -> list[str]:
+            return answer_tokens(text)
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_Tokens())
+
+
+def chrf(prediction: str, reference: str) -> float:
+    """RAGAS chrF (sacrebleu, character n-grams), scaled to [0, 1]."""
+    from ragas.metrics.collections import CHRFScore
+
+    return float(_chrf_metric(CHRFScore).score(reference=reference, response=prediction).value)
+
+
+@cache
+def _chrf_metric(cls: type) -> Any:
+    return cls()
+
+
+class Similarity:
+    """RAGAS SemanticSimilarity (cosine of embeddings) over a warmed-up Haystack text embedder.
+
+    RAGAS's own `HaystackEmbeddingsWrapper` imports `AsyncPipeline` and fails on Haystack 3, hence this adapter.
+    """
+
+    def __init__(self, embedder: Any) -> None:
+        from ragas.embeddings import BaseRagasEmbedding
+        from ragas.metrics.collections import SemanticSimilarity
+
+        class _Embeddings(BaseRagasEmbedding):
+            def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+                return list(embedder.run(text=text)["embedding"])
+
+            async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+                return self.embed_text(text)
+
+        self._metric = SemanticSimilarity(embeddings=_Embeddings())
+
+    def __call__(self, prediction: str, reference: str) -> float:
+        return float(self._metric.score(reference=reference, response=prediction).value)
+
+
+def answer_scores(
+    answer: GeneratedAnswer | None, reference: str | None, answerable: bool, similarity: Similarity | None = None
+) -> dict[str, float]:
+    """Per-question answer scores; a key is absent when it does not apply (e.g. F1 on an unanswerable item)."""
+    if answer is None:
+        return {}
+    meta = answer.meta
+    refused = bool(meta.get("refused"))
+    scores: dict[str, float] = {"answer/refused": float(refused)}
+    # Per question, so that their means are the run's rates and paired tests can compare them.
+    scores["answer/false_refusal_rate" if answerable else "answer/refusal_accuracy"] = float(refused)
+    text = strip_citations(answer.data or "")
+    if answerable and reference:
+        scores |= {
+            "answer/f1": 0.0 if refused else token_f1(text, reference),
+            "answer/exact_match": 0.0 if refused else exact_match(text, reference),
+            "answer/rouge_l": 0.0 if refused else rouge_l(text, reference),
+            "answer/chrf": 0.0 if refused else chrf(text, reference),
+        }
+        if similarity is not None:
+            scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
+    if not refused:
+        scores |= _citation_scores(meta)
+    usage = meta.get("usage") or {}
+    scores["cost/prompt_tokens"] = float(usage.get("prompt_tokens", 0))
+    scores["cost/completion_tokens"] = float(usage.get("completion_tokens", 0))
+    return scores
+
+
+def _citation_scores(meta: dict[str, Any]) -> dict[str, float]:
+    """Citation accuracy: cited chunk numbers that are in the context and cited by a supported sentence."""
+    sentences = meta.get("sentences") or []
+    cited = parse_citations(meta.get("raw") or "")
+    backed = {n for s in sentences if s["supported"] for n in s["citations"]}
+    scores = {"answer/citation_accuracy": len([n for n in cited if n in backed]) / len(cited) if cited else 0.0}
+    if sentences:
+        scores["answer/unsupported_sentence_rate"] = sum(not s["supported"] for s in sentences) / len(sentences)
+    return scores

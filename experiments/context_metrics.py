@@ -1,0 +1,91 @@
+"""Context-layer scores for one question, on exactly the chunks that reach the prompt.
+
+`context/precision` (share of context chunks that cover evidence) and `context/recall` (share of evidence units
+the context covers) use the chunk-invariant span judgement of experiments/relevance.py. RAGAS's non-LLM variants
+are logged beside them as `context/ragas_precision` and `context/ragas_recall`, but they compare each whole chunk
+with each quote by Levenshtein similarity, so a 500-character chunk that contains a quote verbatim still scores
+0 (measured: see docs/metrics.md). `context/id_precision` and `context/id_recall` are RAGAS's ID-based metrics on
+source doc ids. The rank metrics (`context/recall_at_k` ...) come from experiments/metrics.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from functools import cache
+from typing import Any
+
+from haystack import Document
+from rapidfuzz import fuzz
+
+from experiments.answer_metrics import answer_tokens
+from experiments.golden import GoldenItem
+from experiments.relevance import Judged
+
+
+def context_tokens(docs: list[Document]) -> int:
+    """Words (jieba words for Chinese) in the context: comparable across generators, unlike model tokens."""
+    return sum(len(answer_tokens(doc.content or "")) for doc in docs)
+
+
+def redundancy(docs: list[Document], threshold: float = 0.9) -> float:
+    """Share of chunks that nearly repeat a higher-ranked chunk (rapidfuzz ratio >= threshold)."""
+    if len(docs) < 2:
+        return 0.0
+    texts = [doc.content or "" for doc in docs]
+    repeats = sum(
+        any(fuzz.ratio(texts[i], texts[j]) / 100 >= threshold for j in range(i)) for i in range(1, len(texts))
+    )
+    return repeats / len(texts)
+
+
+def context_scores(
+    docs: list[Document], item: GoldenItem, judged: Judged | None, redundancy_threshold: float
+) -> dict[str, float]:
+    """Scores of the context that reached the prompt; `judged` is its span judgement (None if unjudgeable)."""
+    scores = {
+        "context/tokens": float(context_tokens(docs)),
+        "context/redundancy": redundancy(docs, redundancy_threshold),
+    }
+    if judged is not None:
+        scores["context/precision"] = sum(gain > 0 for gain in judged.gains) / len(judged.gains) if judged.gains else 0.0
+        scores["context/recall"] = sum(judged.gains) / judged.n_units
+    if item.answerable and item.evidence:
+        contexts = [doc.content or "" for doc in docs]
+        evidence = list(item.evidence)
+        scores["context/ragas_precision"] = _ragas("NonLLMContextPrecisionWithReference", contexts, evidence)
+        scores["context/ragas_recall"] = _ragas("NonLLMContextRecall", contexts, evidence)
+    relevant = list(item.relevant_doc_ids) or sorted({s.doc_id for spans in item.evidence_spans for s in spans})
+    if item.answerable and relevant:
+        ids = [str(doc.meta.get("doc_id", doc.id)) for doc in docs]
+        scores["context/id_precision"] = _ragas_ids("IDBasedContextPrecision", ids, relevant)
+        scores["context/id_recall"] = _ragas_ids("IDBasedContextRecall", ids, relevant)
+    return scores
+
+
+def _ragas(name: str, contexts: list[str], references: list[str]) -> float:
+    if not contexts:
+        return 0.0
+    return _score(name, retrieved_contexts=contexts, reference_contexts=references)
+
+
+def _ragas_ids(name: str, ids: list[str], relevant: list[str]) -> float:
+    if not ids:
+        return 0.0
+    return _score(name, retrieved_context_ids=ids, reference_context_ids=relevant)
+
+
+def _score(name: str, **sample: Any) -> float:
+    from ragas.dataset_schema import SingleTurnSample
+
+    return float(asyncio.run(_metric(name).single_turn_ascore(SingleTurnSample(**sample))))
+
+
+@cache
+def _metric(name: str) -> Any:
+    """RAGAS 0.4 ships these only in the legacy `ragas.metrics` namespace (its collections API lacks them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import ragas.metrics
+
+        return getattr(ragas.metrics, name)()

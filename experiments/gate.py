@@ -1,0 +1,127 @@
+"""Quality gate for CI: fail when a candidate run regresses any layer's headline metric beyond a threshold.
+
+    python -m experiments.gate --baseline RUN --candidate RUN --max-regression 0.05
+
+Exit 0: no headline metric regressed by more than the threshold. Exit 1: at least one did (each is named).
+Exit 2: the gate could not judge (unknown run, a headline metric the baseline has but the candidate lacks).
+A regression is an absolute drop for higher-is-better metrics and a rise for lower-is-better ones. Where both
+runs logged per-question scores, the paired 95 % CI and p-value are printed beside each verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from experiments.paired_compare import compare_records, load_per_question, lower_is_better
+from experiments.significance import PairedComparison
+from experiments.tracking import tracking_uri
+
+# One or two per layer: what a team watches before it ships a change.
+HEADLINE = {
+    "retrieval": ["retrieval/recall_at_10"],
+    "context": ["context/recall_at_10"],
+    "answer": ["answer/f1", "answer/refusal_accuracy", "answer/false_refusal_rate"],
+}
+EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Verdict:
+    layer: str
+    metric: str
+    baseline: float
+    candidate: float
+    regression: float
+    failed: bool
+    paired: PairedComparison | None = None
+
+
+def judge_runs(
+    baseline: Mapping[str, float],
+    candidate: Mapping[str, float],
+    max_regression: float,
+    headline: Mapping[str, Sequence[str]] = HEADLINE,
+) -> tuple[list[Verdict], list[str]]:
+    """Verdicts for the headline metrics the baseline has, and the problems that make the gate unjudgeable."""
+    verdicts, problems = [], []
+    for layer, metrics in headline.items():
+        for metric in metrics:
+            if metric not in baseline:
+                continue
+            if metric not in candidate:
+                problems.append(f"{metric} ({layer}): the baseline has it but the candidate does not")
+                continue
+            change = candidate[metric] - baseline[metric]
+            regression = change if lower_is_better(metric) else -change
+            verdicts.append(
+                Verdict(layer, metric, baseline[metric], candidate[metric], regression, regression > max_regression)
+            )
+    if not verdicts and not problems:
+        problems.append(f"the baseline has none of the headline metrics {[m for ms in headline.values() for m in ms]}")
+    return verdicts, problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, help="MLflow run id of the accepted configuration")
+    parser.add_argument("--candidate", required=True, help="MLflow run id of the change under test")
+    parser.add_argument("--max-regression", type=float, default=0.05, help="largest tolerated absolute regression")
+    parser.add_argument("--tracking-uri", default="sqlite:///mlruns/mlflow.db")
+    args = parser.parse_args(argv)
+    if args.max_regression < 0:
+        parser.error("--max-regression must be >= 0")
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(args.tracking_uri))
+    client = MlflowClient()
+    try:
+        baseline, candidate = client.get_run(args.baseline), client.get_run(args.candidate)
+    except MlflowException as e:
+        print(f"gate: cannot read runs: {e}", file=sys.stderr)
+        return EXIT_UNJUDGEABLE
+    verdicts, problems = judge_runs(baseline.data.metrics, candidate.data.metrics, args.max_regression)
+    verdicts = _with_paired(client, args.baseline, args.candidate, verdicts)
+    for v in verdicts:
+        status = "FAIL" if v.failed else "ok"
+        detail = ""
+        if v.paired is not None:
+            detail = f"  diff 95% CI [{v.paired.low:+.3f}, {v.paired.high:+.3f}], p={v.paired.p_value:.3f}"
+        direction = "lower is better" if lower_is_better(v.metric) else "higher is better"
+        print(
+            f"{status:4} {v.layer:9} {v.metric}: {v.baseline:.3f} -> {v.candidate:.3f} "
+            f"(regression {v.regression + 0.0:+.3f}, limit {args.max_regression}; {direction}){detail}"
+        )
+    for problem in problems:
+        print(f"gate: cannot judge {problem}", file=sys.stderr)
+    failed = [v for v in verdicts if v.failed]
+    if problems:
+        return EXIT_UNJUDGEABLE
+    if failed:
+        names = ", ".join(f"{v.metric} ({v.layer})" for v in failed)
+        print(f"gate: FAILED, regressed beyond {args.max_regression}: {names}", file=sys.stderr)
+        return EXIT_REGRESSED
+    print(f"gate: passed ({len(verdicts)} headline metrics within {args.max_regression})")
+    return EXIT_OK
+
+
+def _with_paired(client: MlflowClient, baseline: str, candidate: str, verdicts: list[Verdict]) -> list[Verdict]:
+    """Adds the paired CI and p-value where both runs have per-question scores; the verdict itself stays on means."""
+    try:
+        a, b = load_per_question(client, baseline), load_per_question(client, candidate)
+        by_metric = {c.metric: c for c in compare_records(a, b, [v.metric for v in verdicts])}
+    except (LookupError, ValueError):
+        return verdicts
+    return [
+        Verdict(v.layer, v.metric, v.baseline, v.candidate, v.regression, v.failed, by_metric.get(v.metric))
+        for v in verdicts
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

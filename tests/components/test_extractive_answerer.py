@@ -1,0 +1,47 @@
+import pytest
+from haystack import Document
+
+from components.citation_verifier import CitationVerifier
+from components.extractive_answerer import ExtractiveAnswerer
+
+REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
+DOCS = [
+    Document(content="# Leave\nSick leave is unlimited with a note. Full-time employees accrue 20 days of annual leave."),
+    Document(content="全职员工每年享有15天带薪年假。病假需要提供证明。"),
+]
+
+
+def test_quotes_the_sentence_that_covers_the_question_and_cites_its_chunk():
+    reply = ExtractiveAnswerer(REFUSALS, min_score=0.3).run(query="How many days of annual leave do full-time employees accrue?", documents=DOCS)
+    assert reply["replies"][0].text == "Full-time employees accrue 20 days of annual leave. [1]"
+
+
+def test_chinese_question_is_answered_from_the_chinese_chunk():
+    reply = ExtractiveAnswerer(REFUSALS, min_score=0.3).run(query="全职员工每年有几天带薪年假？", documents=DOCS)
+    assert reply["replies"][0].text == "全职员工每年享有15天带薪年假。 [2]"
+
+
+def test_refuses_in_the_question_language_when_nothing_covers_it():
+    answerer = ExtractiveAnswerer(REFUSALS, min_score=0.5)
+    assert answerer.run(query="What is the dental deductible?", documents=DOCS)["replies"][0].text == REFUSALS["en"]
+    assert answerer.run(query="牙科保险免赔额是多少？", documents=DOCS)["replies"][0].text == REFUSALS["zh"]
+    assert answerer.run(query="Anything?", documents=[])["replies"][0].text == REFUSALS["en"]
+
+
+def test_its_answers_verify_as_supported():
+    reply = ExtractiveAnswerer(REFUSALS, min_score=0.3, max_sentences=2).run(query="annual leave full-time days", documents=DOCS)
+    result = CitationVerifier(REFUSALS).run(query="q", replies=reply["replies"], documents=DOCS)
+    assert result["unsupported_sentences"] == [] and result["answers"][0].meta["citations"]
+
+
+@pytest.mark.parametrize("kwargs", [{"min_score": 1.5}, {"max_sentences": 0}])
+def test_bad_params(kwargs):
+    with pytest.raises(ValueError):
+        ExtractiveAnswerer(REFUSALS, **kwargs)
+    with pytest.raises(ValueError, match="'en'"):
+        ExtractiveAnswerer({"zh": "x"})
+
+
+def test_round_trips_through_dict():
+    original = ExtractiveAnswerer(REFUSALS, min_score=0.2, max_sentences=2)
+    assert ExtractiveAnswerer.from_dict(original.to_dict()).to_dict() == original.to_dict()

