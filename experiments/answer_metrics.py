@@ -80,24 +80,30 @@ def _chrf_metric(cls: type) -> Any:
     return cls()
 
 
-class Similarity:
-    """RAGAS SemanticSimilarity (cosine of embeddings) over a warmed-up Haystack text embedder.
+def ragas_embeddings(embedder: Any) -> Any:
+    """A warmed-up Haystack text embedder as RAGAS embeddings.
 
     RAGAS's own `HaystackEmbeddingsWrapper` imports `AsyncPipeline` and fails on Haystack 3, hence this adapter.
     """
+    from ragas.embeddings import BaseRagasEmbedding
 
-    def __init__(self, embedder: Any) -> None:
-        from ragas.embeddings import BaseRagasEmbedding
+    class _Embeddings(BaseRagasEmbedding):
+        def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+            return list(embedder.run(text=text)["embedding"])
+
+        async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+            return self.embed_text(text)
+
+    return _Embeddings()
+
+
+class Similarity:
+    """RAGAS SemanticSimilarity (cosine of embeddings) with the run's own text embedder."""
+
+    def __init__(self, embeddings: Any) -> None:
         from ragas.metrics.collections import SemanticSimilarity
 
-        class _Embeddings(BaseRagasEmbedding):
-            def embed_text(self, text: str, **kwargs: Any) -> list[float]:
-                return list(embedder.run(text=text)["embedding"])
-
-            async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
-                return self.embed_text(text)
-
-        self._metric = SemanticSimilarity(embeddings=_Embeddings())
+        self._metric = SemanticSimilarity(embeddings=embeddings)
 
     def __call__(self, prediction: str, reference: str) -> float:
         return float(self._metric.score(reference=reference, response=prediction).value)

@@ -50,12 +50,23 @@ class RetrieverSchema:
 
 
 @dataclass
+class JudgeSchema:
+    model: str = "gpt-4o-mini"
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float = 60.0
+    max_retries: int = 2
+    max_tokens: int = 512
+
+
+@dataclass
 class EvalSchema:
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 50])
     min_overlap: float = 0.5
     pass_f1: float = 0.5
     redundancy_threshold: float = 0.9
     confidence: float = 0.95
+    judge: JudgeSchema | None = None
 
 
 @dataclass

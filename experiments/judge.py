@@ -1,0 +1,90 @@
+"""LLM-judged answer metrics (RAGAS faithfulness and response relevancy) through an OpenAI-compatible endpoint.
+
+Only when `eval/judge` is chosen: small local models fail RAGAS's structured output (measured: SmolLM2 fails its
+schema validation), so a judge must be an explicit choice. A failed judgement is counted in
+`answer/judge_failures` and recorded with its reason; it never becomes a NaN or a 0 inside an average.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import warnings
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.models import ModelUnavailableError
+
+Scorer = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Judgement:
+    scores: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Judge:
+    """Scores one answer with each RAGAS metric; every metric that raises is a counted failure."""
+
+    def __init__(self, scorers: Mapping[str, Scorer], identity: str) -> None:
+        """
+        :param scorers: Metric name (e.g. `answer/faithfulness`) -> RAGAS `ascore`-like coroutine function taking
+            `user_input`, `response` and `retrieved_contexts`.
+        :param identity: What the run records as the judge model.
+        """
+        self.scorers = dict(scorers)
+        self.identity = identity
+
+    def judge(self, question: str, answer: str, contexts: Sequence[str]) -> Judgement:
+        return asyncio.run(self._judge(question, answer, list(contexts)))
+
+    async def _judge(self, question: str, answer: str, contexts: list[str]) -> Judgement:
+        result = Judgement()
+        for name, scorer in self.scorers.items():
+            try:
+                value = await scorer(user_input=question, response=answer, retrieved_contexts=contexts)
+                score = float(getattr(value, "value", value))
+            except Exception as e:  # a judge LLM fails in many ways: transport, schema, parsing
+                result.errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
+                continue
+            if score != score:  # NaN is a failure too, never a silent score
+                result.errors[name] = "the judge returned NaN"
+            else:
+                result.scores[name] = score
+        return result
+
+
+def openai_compatible_judge(cfg: Mapping[str, Any], embeddings: Any) -> Judge:
+    """RAGAS Faithfulness and AnswerRelevancy with an instructor-wrapped OpenAI client on `cfg.base_url`."""
+    key_env = cfg.get("api_key_env")
+    if key_env and not os.environ.get(key_env):
+        raise ModelUnavailableError(
+            f"eval.judge.api_key_env: environment variable {key_env} is not set; export it "
+            f"(any value for servers without auth)"
+        )
+    from openai import AsyncOpenAI
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from ragas.llms import llm_factory
+        from ragas.metrics.collections import AnswerRelevancy, Faithfulness
+
+    client = AsyncOpenAI(
+        base_url=str(cfg["base_url"]),
+        api_key=os.environ.get(key_env or "", "none"),
+        timeout=float(cfg.get("timeout", 60)),
+        max_retries=int(cfg.get("max_retries", 2)),
+    )
+    llm = llm_factory(str(cfg["model"]), provider="openai", client=client, max_tokens=int(cfg.get("max_tokens", 512)))
+    faithfulness = Faithfulness(llm=llm)
+    relevancy = AnswerRelevancy(llm=llm, embeddings=embeddings)
+
+    async def relevancy_score(user_input: str, response: str, retrieved_contexts: list[str]) -> Any:
+        return await relevancy.ascore(user_input=user_input, response=response)
+
+    return Judge(
+        {"answer/faithfulness": faithfulness.ascore, "answer/response_relevancy": relevancy_score},
+        identity=f"openai-compatible:{cfg['model']}@{cfg['base_url']}",
+    )
