@@ -24,7 +24,8 @@ from mlflow.entities import Run  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from experiments.paired_compare import DEFAULT_METRICS, compare_runs, lower_is_better  # noqa: E402
+from experiments.metric_names import lower_is_better  # noqa: E402
+from experiments.paired_compare import DEFAULT_METRICS, compare_runs  # noqa: E402
 from experiments.report import console  # noqa: E402
 from experiments.tracking import tracking_uri  # noqa: E402
 

@@ -17,46 +17,20 @@ from haystack import Document
 from haystack.dataclasses import GeneratedAnswer
 from tqdm import tqdm
 
+from experiments import metric_names
 from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
 from experiments.diagnosis import Evidence, first_broken_layer, layer_counts
 from experiments.golden import GoldenItem
 from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
-from experiments.relevance import Judged, judge
+from experiments.relevance import Judged
+from experiments.relevance import judge as judge_ranking
 from experiments.significance import mean_ci
 from experiments.tracing import timing_components
 from pipelines.builder import BuiltPipeline
 
 MAX_LOGGED_DOCS = 20
-# Per-run confidence intervals are logged for these, when the run has them.
-HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", "context/recall", "answer/f1")
-# Answer means taken over the questions that have the score.
-ANSWER_MEANS = (
-    "answer/f1",
-    "answer/exact_match",
-    "answer/rouge_l",
-    "answer/chrf",
-    "answer/semantic_similarity",
-    "answer/citation_accuracy",
-    "answer/unsupported_sentence_rate",
-    "answer/refusal_accuracy",
-    "answer/false_refusal_rate",
-    "answer/faithfulness",
-    "answer/response_relevancy",
-)
-CONTEXT_MEANS = (
-    "context/precision",
-    "context/recall",
-    "context/ragas_precision",
-    "context/ragas_recall",
-    "context/id_precision",
-    "context/id_recall",
-    "context/tokens",
-    "context/redundancy",
-)
-
-
 @dataclass(frozen=True)
 class EvalSettings:
     ks: Sequence[int]
@@ -81,16 +55,15 @@ def evaluate(
     settings: EvalSettings,
     index_chunks: Mapping[str, Sequence[Document]] | None = None,
     similarity: Similarity | None = None,
-    judge: Judge | None = None,
+    llm_judge: Judge | None = None,
     progress: bool = True,
 ) -> Evaluation:
     """`index_chunks` (doc id -> its chunks) lets the diagnosis tell chunking failures from retrieval misses;
-    `similarity` scores `answer/semantic_similarity` and `judge` the LLM-judged metrics (each skipped when None)."""
+    `similarity` scores `answer/semantic_similarity` and `llm_judge` the LLM-judged metrics (each skipped when None)."""
     start = time.perf_counter()
     views: dict[str, list[dict[str, float] | None]] = {}
     latencies: list[float] = []
     component_ms: dict[str, list[float]] = {}
-    llm_calls: list[int] = []
     records: list[dict[str, Any]] = []
     diagnosis: list[dict[str, Any]] = []
     with timing_components() as timer:
@@ -101,30 +74,41 @@ def evaluate(
             runs = timer.take()
             for component, ms in runs.ms.items():
                 component_ms.setdefault(component, []).append(ms)
-            answer = query.answer(outputs)
-            llm_calls.append(_llm_calls(runs.calls, query.llm_components, answer))
             ranked = _views(query, outputs)
-            judged = {view: _judge(docs, item, settings.min_overlap) for view, docs in ranked.items()}
+            judged = {view: judge_ranking(docs, item, settings.min_overlap) for view, docs in ranked.items()}
             scores = {view: None if j is None else rank_metrics(j, settings.ks) for view, j in judged.items()}
             for view, value in scores.items():
                 views.setdefault(view, []).append(value)
+            answer = query.answer(outputs)
             layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
-            judge_errors = _apply_judge(judge, item, answer, ranked.get("context", []), layer_scores)
-            evidence = Evidence(
-                index=_judge(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
-                retrieval=judged["retrieval"],
-                context=judged.get("context", judged["retrieval"]),
-            )
-            has_answer = query.answer_output is not None
-            layer = first_broken_layer(item.answerable, evidence, layer_scores if has_answer else None, settings.pass_f1)
-            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores | {"cost/llm_calls": llm_calls[-1]})
-            records.append(record | {"layer": layer} | ({"judge_errors": judge_errors} if judge_errors else {}))
+            layer_scores["cost/llm_calls"] = float(_llm_calls(runs.calls, query.llm_components, answer))
+            judge_errors = _apply_judge(llm_judge, item, answer, ranked.get("context", []), layer_scores)
+            layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings)
+            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer}
+            records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
             diagnosis.append(_diagnosis_row(item, answer, layer, layer_scores))
     metrics = _summarise(golden, views, latencies, component_ms)
-    metrics |= _layer_summary(records, llm_calls, has_answer=query.answer_output is not None)
+    metrics |= _layer_summary(records, has_answer=query.answer_output is not None)
     metrics |= layer_counts([row["layer"] for row in diagnosis])
     metrics |= _intervals(records, settings.confidence)
     return Evaluation(metrics, records, time.perf_counter() - start, diagnosis)
+
+
+def _first_broken_layer(
+    query: BuiltPipeline,
+    item: GoldenItem,
+    judged: dict[str, Judged | None],
+    scores: dict[str, float],
+    index_chunks: Mapping[str, Sequence[Document]] | None,
+    settings: EvalSettings,
+) -> str:
+    evidence = Evidence(
+        index=judge_ranking(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
+        retrieval=judged["retrieval"],
+        context=judged.get("context", judged["retrieval"]),
+    )
+    answer = scores if query.answer_output is not None else None
+    return first_broken_layer(bool(item.answerable), evidence, answer, settings.pass_f1)
 
 
 def _apply_judge(
@@ -156,10 +140,6 @@ def _views(query: BuiltPipeline, outputs: dict[str, dict[str, Any]]) -> dict[str
     for component, docs in query.stage_documents(outputs).items():
         ranked[f"stage/{component}"] = docs
     return ranked
-
-
-def _judge(docs: Sequence[Document], item: GoldenItem, min_overlap: float) -> Judged | None:
-    return judge(docs, item, min_overlap=min_overlap)
 
 
 def _candidate_chunks(item: GoldenItem, index_chunks: Mapping[str, Sequence[Document]]) -> list[Document]:
@@ -253,13 +233,13 @@ def _summarise(
     return metrics
 
 
-def _layer_summary(records: list[dict[str, Any]], llm_calls: list[int], has_answer: bool) -> dict[str, float]:
-    metrics = {name: value for name in CONTEXT_MEANS if (value := _mean(records, name)) is not None}
+def _layer_summary(records: list[dict[str, Any]], has_answer: bool) -> dict[str, float]:
+    metrics = {name: value for name in metric_names.CONTEXT if (value := _mean(records, name)) is not None}
     if not has_answer:
         return metrics
-    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in ANSWER_MEANS) if value is not None}
+    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in metric_names.ANSWER) if value is not None}
     metrics["answer/judge_failures"] = float(sum(r.get("answer/judge_failed", 0) for r in records))
-    metrics["cost/llm_calls_per_question"] = float(np.mean(llm_calls)) if llm_calls else 0.0
+    metrics["cost/llm_calls_per_question"] = _mean(records, "cost/llm_calls") or 0.0
     metrics["cost/prompt_tokens_per_question"] = _mean(records, "cost/prompt_tokens") or 0.0
     metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
     return metrics
@@ -273,7 +253,7 @@ def _mean(records: Sequence[dict[str, Any]], name: str) -> float | None:
 def _intervals(records: list[dict[str, Any]], confidence: float) -> dict[str, float]:
     """Bootstrap CI of the mean for each headline metric, over the questions that have it."""
     metrics = {}
-    for name in HEADLINE:
+    for name in metric_names.HEADLINE:
         values = [r[name] for r in records if r.get(name) is not None]
         if values:
             interval = mean_ci(values, confidence)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from experiments.paired_compare import compare_records, load_per_question, lower_is_better
+from experiments.metric_names import lower_is_better
+from experiments.paired_compare import compare_records, load_per_question
 from experiments.significance import PairedComparison
 from experiments.tracking import tracking_uri
 

@@ -16,6 +16,8 @@ import pandas as pd  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from experiments import metric_names  # noqa: E402
+from experiments.metric_names import lower_is_better  # noqa: E402
 from experiments.report import console  # noqa: E402
 from experiments.significance import PairedComparison, paired  # noqa: E402
 
@@ -28,34 +30,12 @@ DEFAULT_METRICS = (
     "retrieval/mrr_at_10",
     "retrieval/ndcg_at_10",
     "context/recall_at_10",
-    "context/precision",
-    "context/recall",
-    "context/tokens",
-    "answer/f1",
-    "answer/exact_match",
-    "answer/rouge_l",
-    "answer/chrf",
-    "answer/semantic_similarity",
-    "answer/citation_accuracy",
-    "answer/unsupported_sentence_rate",
-    "answer/refusal_accuracy",
-    "answer/false_refusal_rate",
+    *(m for m in metric_names.CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
+    *metric_names.ANSWER,
     "cost/prompt_tokens",
     "cost/completion_tokens",
     "latency_ms",
 )
-LOWER_IS_BETTER = (
-    "answer/unsupported_sentence_rate",
-    "answer/false_refusal_rate",
-    "context/redundancy",
-    "context/tokens",
-    "cost/",
-    "latency",
-)
-
-
-def lower_is_better(metric: str) -> bool:
-    return any(metric.startswith(prefix) for prefix in LOWER_IS_BETTER)
 
 
 def load_per_question(client: MlflowClient, run_id: str) -> dict[str, dict[str, Any]]:

@@ -9,26 +9,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from experiments import metric_names
+
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
-LAYER_METRICS = (
-    "context/precision",
-    "context/recall",
-    "context/tokens",
-    "context/redundancy",
-    "answer/f1",
-    "answer/exact_match",
-    "answer/rouge_l",
-    "answer/chrf",
-    "answer/semantic_similarity",
-    "answer/citation_accuracy",
-    "answer/unsupported_sentence_rate",
-    "answer/refusal_accuracy",
-    "answer/false_refusal_rate",
-    "answer/judge_failures",
-    "cost/llm_calls_per_question",
-    "cost/prompt_tokens_per_question",
-    "cost/completion_tokens_per_question",
-)
+LAYER_METRICS = (*metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
 
 
 def console() -> Console:

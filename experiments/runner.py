@@ -90,6 +90,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     _tag_identity(dataset, index, embedder, query)
     if query.llm_components:
         mlflow.set_tag("ragtune.model.generator", generator)
+    if query.answer_output is not None and cfg.answer.get("model"):
+        mlflow.set_tag("ragtune.model.answer", model_identity(cfg.answer.model))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),

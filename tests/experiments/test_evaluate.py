@@ -59,7 +59,7 @@ def test_all_layers_cost_diagnosis_and_judge_failures_are_summarised():
         return 0.5
 
     judge = Judge({"answer/faithfulness": flaky}, "scripted")
-    result = evaluate(pipeline(memory), golden(), EvalSettings(ks=[1, 5]), chunks, judge=judge, progress=False)
+    result = evaluate(pipeline(memory), golden(), EvalSettings(ks=[1, 5]), chunks, llm_judge=judge, progress=False)
     m = result.metrics
     assert m["retrieval/recall_at_1"] == 1.0 and m["context/recall"] == 1.0 and m["context/precision"] == 1.0
     assert m["answer/refusal_accuracy"] == 1.0 and m["answer/false_refusal_rate"] == 0.0

@@ -1,0 +1,42 @@
+"""The fixed names of the context and answer layers, shared by evaluation, the report, compare and the gate."""
+
+from __future__ import annotations
+
+CONTEXT = (
+    "context/precision",
+    "context/recall",
+    "context/ragas_precision",
+    "context/ragas_recall",
+    "context/id_precision",
+    "context/id_recall",
+    "context/tokens",
+    "context/redundancy",
+)
+ANSWER = (
+    "answer/f1",
+    "answer/exact_match",
+    "answer/rouge_l",
+    "answer/chrf",
+    "answer/semantic_similarity",
+    "answer/citation_accuracy",
+    "answer/unsupported_sentence_rate",
+    "answer/refusal_accuracy",
+    "answer/false_refusal_rate",
+    "answer/faithfulness",
+    "answer/response_relevancy",
+)
+COST = ("cost/llm_calls_per_question", "cost/prompt_tokens_per_question", "cost/completion_tokens_per_question")
+# Every run logs a bootstrap CI for these, when it has them.
+HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", "context/recall", "answer/f1")
+LOWER_IS_BETTER = (
+    "answer/unsupported_sentence_rate",
+    "answer/false_refusal_rate",
+    "context/redundancy",
+    "context/tokens",
+    "cost/",
+    "latency",
+)
+
+
+def lower_is_better(metric: str) -> bool:
+    return any(metric.startswith(prefix) for prefix in LOWER_IS_BETTER)
