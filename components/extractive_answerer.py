@@ -12,8 +12,6 @@ from haystack.dataclasses import ChatMessage
 from components.sentences import content_terms, split_sentences
 from components.text import detect_language
 
-RANK_PENALTY = 0.01
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -39,27 +37,39 @@ class ExtractiveAnswerer:
     ```
     """
 
-    def __init__(self, refusals: dict[str, str], min_score: float = 0.5, max_sentences: int = 1) -> None:
+    def __init__(
+        self, refusals: dict[str, str], min_score: float = 0.5, max_sentences: int = 1, rank_penalty: float = 0.1
+    ) -> None:
         """
         :param refusals: Language -> refusal sentence ("en" is the fallback for other languages).
         :param min_score: Coverage of the question in [0, 1] below which the answerer refuses.
         :param max_sentences: How many of the best sentences to quote, in score order.
+        :param rank_penalty: Subtracted from a sentence's coverage per place its chunk ranks below the first, so
+            the retriever's ranking breaks near-ties (0.1 found the answer-bearing sentence more often on the demo
+            set and on HaluEval than 0 or 0.01).
         :raises ValueError: on an out-of-range parameter or no English refusal.
         """
         if not 0 <= min_score <= 1:
             raise ValueError(f"min_score must be in [0, 1], got {min_score}")
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
+        if rank_penalty < 0:
+            raise ValueError(f"rank_penalty must be >= 0, got {rank_penalty}")
         if "en" not in refusals:
             raise ValueError("refusals needs an 'en' entry, the fallback language")
         self.refusals = dict(refusals)
         self.min_score = min_score
         self.max_sentences = max_sentences
+        self.rank_penalty = rank_penalty
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component."""
         return default_to_dict(
-            self, refusals=self.refusals, min_score=self.min_score, max_sentences=self.max_sentences
+            self,
+            refusals=self.refusals,
+            min_score=self.min_score,
+            max_sentences=self.max_sentences,
+            rank_penalty=self.rank_penalty,
         )
 
     @classmethod
@@ -97,7 +107,7 @@ class ExtractiveAnswerer:
         idf = {term: math.log(1 + len(sentences) / (1 + count)) for term, count in df.items()}
         total = sum(idf.values())
         scored = [
-            Candidate(sum(idf[t] for t in question & terms) / total - RANK_PENALTY * (chunk - 1), sentence, chunk)
+            Candidate(sum(idf[t] for t in question & terms) / total - self.rank_penalty * (chunk - 1), sentence, chunk)
             for chunk, sentence, terms in sentences
         ]
         return sorted(scored, key=lambda c: -c.score)

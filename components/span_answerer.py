@@ -43,6 +43,7 @@ class SpanAnswerer:
         min_score: float = 0.2,
         max_sentences: int = 1,
         max_span_words: int = 8,
+        rank_penalty: float = 0.1,
         n_ctx: int = 2048,
         model_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -54,6 +55,7 @@ class SpanAnswerer:
         :param min_score: Question coverage below which the answerer refuses (see ExtractiveAnswerer).
         :param max_sentences: Best sentences offered to the model.
         :param max_span_words: Longest span, in words.
+        :param rank_penalty: Prefer sentences of higher-ranked chunks (see ExtractiveAnswerer).
         :param n_ctx: llama.cpp context window.
         :param model_kwargs: More `llama_cpp.Llama` arguments (e.g. n_threads, seed).
         :raises ValueError: when `max_span_words` < 1 (other checks as ExtractiveAnswerer).
@@ -66,9 +68,10 @@ class SpanAnswerer:
         self.min_score = min_score
         self.max_sentences = max_sentences
         self.max_span_words = max_span_words
+        self.rank_penalty = rank_penalty
         self.n_ctx = n_ctx
         self.model_kwargs = dict(model_kwargs or {})
-        self._ranker = ExtractiveAnswerer(refusals, min_score=min_score, max_sentences=max_sentences)
+        self._ranker = ExtractiveAnswerer(refusals, min_score, max_sentences, rank_penalty)
         self._prompt = Template(template)
         self._llm: Any = None
 
@@ -82,6 +85,7 @@ class SpanAnswerer:
             min_score=self.min_score,
             max_sentences=self.max_sentences,
             max_span_words=self.max_span_words,
+            rank_penalty=self.rank_penalty,
             n_ctx=self.n_ctx,
             model_kwargs=self.model_kwargs,
         )

@@ -45,3 +45,11 @@ def test_bad_params(kwargs):
 def test_round_trips_through_dict():
     original = ExtractiveAnswerer(REFUSALS, min_score=0.2, max_sentences=2)
     assert ExtractiveAnswerer.from_dict(original.to_dict()).to_dict() == original.to_dict()
+
+
+def test_rank_penalty_lets_the_retriever_order_break_near_ties():
+    docs = [Document(content="Annual leave requests go to your manager."), Document(content="Annual leave is 20 days.")]
+    query = "annual leave days"
+    assert ExtractiveAnswerer(REFUSALS, min_score=0, rank_penalty=0).rank(query, docs)[0].chunk == 2  # covers all
+    preferred = ExtractiveAnswerer(REFUSALS, min_score=0, rank_penalty=0.9).rank(query, docs)
+    assert [c.chunk for c in preferred] == [1, 2]
