@@ -70,9 +70,10 @@ def _package_model_path(name: str) -> Path:
 
 
 def _assembled(name: str, assemble: Callable[[str], Any]) -> Path:
-    """Split weights are joined once into the cache (`$RAGTUNE_CACHE/models`), atomically."""
+    """Split weights are joined once per user, atomically, into `$RAGTUNE_MODEL_CACHE` (~/.cache/ragtune/models)."""
     version = importlib.metadata.version(name)
-    target = Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune")) / "models" / f"{name}-{version}.gguf"
+    cache = Path(os.environ.get("RAGTUNE_MODEL_CACHE", Path.home() / ".cache" / "ragtune" / "models"))
+    target = cache / f"{name}-{version}.gguf"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.part")

@@ -156,9 +156,9 @@ def test_split_gguf_packages_are_assembled_once_into_the_cache(monkeypatch, tmp_
     monkeypatch.setitem(sys.modules, "fake_split_model", types.SimpleNamespace(assemble=assemble, __path__=[str(tmp_path)]))
     monkeypatch.setattr("importlib.util.find_spec", lambda name: types.SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
     monkeypatch.setattr("importlib.metadata.version", lambda name: "1.0")
-    monkeypatch.setenv("RAGTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAGTUNE_MODEL_CACHE", str(tmp_path / "models"))
     first = models._package_model_path("fake-split-model")
-    assert first == models._package_model_path("fake-split-model") == (tmp_path / "cache/models/fake-split-model-1.0.gguf")
+    assert first == models._package_model_path("fake-split-model") == (tmp_path / "models/fake-split-model-1.0.gguf")
     assert first.read_bytes() == b"GGUF" and len(calls) == 1
 
 
