@@ -180,5 +180,7 @@ def compare_runs(
     return comparisons
 
 
-def _name(client: MlflowClient, run_id: str) -> str:
-    return f"{client.get_run(run_id).info.run_name} ({run_id[:6]})"
+def _name(client: MlflowClient, run_id: str, width: int = 40) -> str:
+    """Run names carry the job's overrides and can be long; the id tells runs apart."""
+    name = client.get_run(run_id).info.run_name or ""
+    return f"{name if len(name) <= width else name[: width - 1] + '…'} ({run_id[:6]})"
