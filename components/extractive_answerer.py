@@ -15,7 +15,10 @@ from components.text import detect_language
 
 @dataclass(frozen=True)
 class Candidate:
+    """A context sentence: `coverage` of the question in [0, 1]; `score` is the coverage less the rank penalty."""
+
     score: float
+    coverage: float
     sentence: str
     chunk: int
 
@@ -26,7 +29,7 @@ class ExtractiveAnswerer:
     Select the sentence(s) of the context that cover the most of the question's rare words, and cite them.
 
     An honest, fast, language-independent answer layer: it never states what the context does not say, and it
-    refuses when no sentence covers at least `min_score` of the question (idf-weighted over the context's
+    refuses when no selected sentence covers at least `min_score` of the question (idf-weighted over the context's
     sentences, so words every sentence shares count little). Replies have the same shape as a chat generator's,
     so the citation verifier and the answer metrics treat both alike.
 
@@ -85,7 +88,7 @@ class ExtractiveAnswerer:
         :returns: `replies`: one assistant message, the quoted sentence(s) with `[n]` citations or the refusal.
         """
         best = self.rank(query, documents)[: self.max_sentences]
-        if not best or best[0].score < self.min_score:
+        if not answerable(best, self.min_score):
             language = detect_language(query)
             text = self.refusals.get(language, self.refusals["en"])
         else:
@@ -106,8 +109,11 @@ class ExtractiveAnswerer:
         df = {term: sum(term in terms for _, _, terms in sentences) for term in question}
         idf = {term: math.log(1 + len(sentences) / (1 + count)) for term, count in df.items()}
         total = sum(idf.values())
-        scored = [
-            Candidate(sum(idf[t] for t in question & terms) / total - self.rank_penalty * (chunk - 1), sentence, chunk)
-            for chunk, sentence, terms in sentences
-        ]
+        coverage = [(sum(idf[t] for t in question & terms) / total, sentence, chunk) for chunk, sentence, terms in sentences]
+        scored = [Candidate(c - self.rank_penalty * (chunk - 1), c, sentence, chunk) for c, sentence, chunk in coverage]
         return sorted(scored, key=lambda c: -c.score)
+
+
+def answerable(best: list[Candidate], min_score: float) -> bool:
+    """Whether any offered sentence covers `min_score` of the question; the rank penalty only orders them."""
+    return bool(best) and max(c.coverage for c in best) >= min_score

@@ -10,7 +10,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage
 from jinja2 import Template
 
-from components.extractive_answerer import Candidate, ExtractiveAnswerer
+from components.extractive_answerer import Candidate, ExtractiveAnswerer, answerable
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _EDGE_PUNCTUATION = " .,;:!?()[]{}\"'“”‘’。，；：！？（）、"
@@ -110,7 +110,7 @@ class SpanAnswerer:
         :returns: `replies`: one assistant message, `span [n]` or the refusal; meta `usage` has the token counts.
         """
         best = self._ranker.rank(query, documents)[: self.max_sentences]
-        if not best or best[0].score < self.min_score:
+        if not answerable(best, self.min_score):
             refusal = self._ranker.run(query=query, documents=[])["replies"][0].text
             return {"replies": [ChatMessage.from_assistant(refusal, meta={"model": self.model, "usage": {"llm_calls": 0}})]}
         if self._llm is None:

@@ -53,3 +53,11 @@ def test_rank_penalty_lets_the_retriever_order_break_near_ties():
     assert ExtractiveAnswerer(REFUSALS, min_score=0, rank_penalty=0).rank(query, docs)[0].chunk == 2  # covers all
     preferred = ExtractiveAnswerer(REFUSALS, min_score=0, rank_penalty=0.9).rank(query, docs)
     assert [c.chunk for c in preferred] == [1, 2]
+
+
+def test_the_rank_penalty_orders_sentences_but_does_not_cause_refusals():
+    docs = [Document(content="Parking permits cost $40."), Document(content="Annual leave is 20 days.")]
+    answerer = ExtractiveAnswerer(REFUSALS, min_score=0.5, rank_penalty=0.9)
+    best = answerer.rank("annual leave days", docs)[0]
+    assert best.chunk == 2 and best.coverage == 1.0 and best.score == pytest.approx(0.1)
+    assert answerer.run(query="annual leave days", documents=docs)["replies"][0].text == "Annual leave is 20 days. [2]"
