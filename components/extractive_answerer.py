@@ -29,7 +29,7 @@ class ExtractiveAnswerer:
     Select the sentence(s) of the context that cover the most of the question's rare words, and cite them.
 
     An honest, fast, language-independent answer layer: it never states what the context does not say, and it
-    refuses when no selected sentence covers at least `min_score` of the question (idf-weighted over the context's
+    refuses when no context sentence covers at least `min_score` of the question (idf-weighted over the context's
     sentences, so words every sentence shares count little). Replies have the same shape as a chat generator's,
     so the citation verifier and the answer metrics treat both alike.
 
@@ -87,8 +87,9 @@ class ExtractiveAnswerer:
         :param documents: The context, numbered from 1 in this order.
         :returns: `replies`: one assistant message, the quoted sentence(s) with `[n]` citations or the refusal.
         """
-        best = self.rank(query, documents)[: self.max_sentences]
-        if not answerable(best, self.min_score):
+        ranked = self.rank(query, documents)
+        best = ranked[: self.max_sentences]
+        if not answerable(ranked, self.min_score):
             language = detect_language(query)
             text = self.refusals.get(language, self.refusals["en"])
         else:
@@ -114,6 +115,6 @@ class ExtractiveAnswerer:
         return sorted(scored, key=lambda c: -c.score)
 
 
-def answerable(best: list[Candidate], min_score: float) -> bool:
-    """Whether any offered sentence covers `min_score` of the question; the rank penalty only orders them."""
-    return bool(best) and max(c.coverage for c in best) >= min_score
+def answerable(ranked: list[Candidate], min_score: float) -> bool:
+    """Whether any context sentence covers `min_score` of the question; the rank penalty only orders them."""
+    return bool(ranked) and max(c.coverage for c in ranked) >= min_score

@@ -109,8 +109,9 @@ class SpanAnswerer:
         :param documents: The context, numbered from 1 in this order.
         :returns: `replies`: one assistant message, `span [n]` or the refusal; meta `usage` has the token counts.
         """
-        best = self._ranker.rank(query, documents)[: self.max_sentences]
-        if not answerable(best, self.min_score):
+        ranked = self._ranker.rank(query, documents)
+        best = ranked[: self.max_sentences]
+        if not answerable(ranked, self.min_score):
             refusal = self._ranker.run(query=query, documents=[])["replies"][0].text
             return {"replies": [ChatMessage.from_assistant(refusal, meta={"model": self.model, "usage": {"llm_calls": 0}})]}
         if self._llm is None:
