@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.models import ModelUnavailableError
+from experiments.models import check_endpoint
 
 Scorer = Callable[..., Awaitable[Any]]
 
@@ -58,12 +58,8 @@ class Judge:
 
 def openai_compatible_judge(cfg: Mapping[str, Any], embeddings: Any) -> Judge:
     """RAGAS Faithfulness and AnswerRelevancy with an instructor-wrapped OpenAI client on `cfg.base_url`."""
+    check_endpoint(cfg, key="eval.judge")
     key_env = cfg.get("api_key_env")
-    if key_env and not os.environ.get(key_env):
-        raise ModelUnavailableError(
-            f"eval.judge.api_key_env: environment variable {key_env} is not set; export it "
-            f"(any value for servers without auth)"
-        )
     from openai import AsyncOpenAI
 
     with warnings.catch_warnings():

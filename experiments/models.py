@@ -124,15 +124,18 @@ def generator_identity(generator: Mapping[str, Any]) -> str:
     return model_identity(str(generator["model"]))
 
 
-def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0) -> None:
-    """Fails before any work when an endpoint is unreachable or its key variable is unset; any HTTP reply will do."""
+def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0, key: str = "models.generator") -> None:
+    """Fails before any work when an endpoint is unreachable or its key variable is unset; any HTTP reply will do.
+
+    `key` is the config key of the endpoint's section, named in the error (the generator or `eval.judge`).
+    """
     base_url = generator.get("base_url")
     if not base_url:
         return
     key_env = generator.get("api_key_env")
     if key_env and not os.environ.get(key_env):
         raise ModelUnavailableError(
-            f"models.generator.api_key_env: environment variable {key_env} is not set; export it "
+            f"{key}.api_key_env: environment variable {key_env} is not set; export it "
             f"(any value for servers without auth, e.g. Ollama or vLLM)"
         )
     import httpx
@@ -141,7 +144,7 @@ def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0) -> None:
         httpx.get(f"{str(base_url).rstrip('/')}/models", timeout=timeout)
     except httpx.HTTPError as e:
         raise ModelUnavailableError(
-            f"models.generator.base_url: LLM endpoint {base_url} is unreachable ({type(e).__name__}: {e}); "
+            f"{key}.base_url: LLM endpoint {base_url} is unreachable ({type(e).__name__}: {e}); "
             f"start the server or fix the URL, or use the offline default models=offline"
         ) from e
 

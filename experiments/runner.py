@@ -82,6 +82,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if query.llm_components:  # an unreachable endpoint fails before indexing
         generator = generator_identity(cfg.models.generator)
         check_endpoint(cfg.models.generator)
+    if query.answer_output is not None and cfg.eval.get("judge"):
+        check_endpoint(cfg.eval.judge, key="eval.judge")
 
     index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
     warm_up = query.warm_up()

