@@ -90,11 +90,14 @@ class ExtractiveAnswerer:
         ranked = self.rank(query, documents)
         best = ranked[: self.max_sentences]
         if not answerable(ranked, self.min_score):
-            language = detect_language(query)
-            text = self.refusals.get(language, self.refusals["en"])
+            text = self.refusal(query)
         else:
             text = " ".join(f"{c.sentence} [{c.chunk}]" for c in best)
         return {"replies": [ChatMessage.from_assistant(text, meta={"model": "extractive"})]}
+
+    def refusal(self, query: str) -> str:
+        """The refusal sentence in the question's language (English when there is none for it)."""
+        return self.refusals.get(detect_language(query), self.refusals["en"])
 
     def rank(self, query: str, documents: list[Document]) -> list[Candidate]:
         """Every context sentence scored by idf-weighted question coverage, best first (earlier chunks win ties)."""

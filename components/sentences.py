@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from components.text import Tokenizer
 
@@ -53,9 +54,11 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def content_terms(text: str) -> set[str]:
-    """Lowercased words without English stopwords; jieba words for Chinese."""
-    return set(_TOKENIZER.tokenize(strip_citations(text)))
+@lru_cache(maxsize=8192)
+def content_terms(text: str) -> frozenset[str]:
+    """Lowercased words without English stopwords; jieba words for Chinese. Cached: the same retrieved chunks
+    and sentences come back across questions and are checked by both the answerer and the verifier."""
+    return frozenset(_TOKENIZER.tokenize(strip_citations(text)))
 
 
 def support(claim: str, sources: Iterable[str]) -> float:

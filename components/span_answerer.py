@@ -112,7 +112,7 @@ class SpanAnswerer:
         ranked = self._ranker.rank(query, documents)
         best = ranked[: self.max_sentences]
         if not answerable(ranked, self.min_score):
-            refusal = self._ranker.run(query=query, documents=[])["replies"][0].text
+            refusal = self._ranker.refusal(query)
             return {"replies": [ChatMessage.from_assistant(refusal, meta={"model": self.model, "usage": {"llm_calls": 0}})]}
         if self._llm is None:
             raise RuntimeError("SpanAnswerer: call warm_up() before run()")

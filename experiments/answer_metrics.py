@@ -70,14 +70,14 @@ def _rouge() -> Any:
 
 def chrf(prediction: str, reference: str) -> float:
     """RAGAS chrF (sacrebleu, character n-grams), scaled to [0, 1]."""
-    from ragas.metrics.collections import CHRFScore
-
-    return float(_chrf_metric(CHRFScore).score(reference=reference, response=prediction).value)
+    return float(_chrf().score(reference=reference, response=prediction).value)
 
 
 @cache
-def _chrf_metric(cls: type) -> Any:
-    return cls()
+def _chrf() -> Any:
+    from ragas.metrics.collections import CHRFScore
+
+    return CHRFScore()
 
 
 def ragas_embeddings(embedder: Any) -> Any:

@@ -71,6 +71,23 @@ def _answer_passes(answer: dict[str, float], pass_f1: float) -> bool:
     )
 
 
+def diagnosis_row(record: dict[str, Any]) -> dict[str, Any]:
+    """The columns of diagnosis.csv, from one per-question record of experiments/evaluate.py."""
+    return {
+        "id": record["id"],
+        "category": record["category"],
+        "answerable": bool(record["answerable"]),
+        "layer": record["layer"],
+        "question": record["question"],
+        "reference": record.get("reference"),
+        "answer": record.get("answer"),
+        "f1": record.get("answer/f1"),
+        "refused": record.get("answer/refused"),
+        "unsupported_rate": record.get("answer/unsupported_sentence_rate"),
+        "context_recall": record.get("context/recall"),
+    }
+
+
 def layer_counts(layers: Sequence[str]) -> dict[str, float]:
     counts = Counter(layers)
     return {f"diagnosis/{layer}": float(counts.get(layer, 0)) for layer in (OK, *LAYERS)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from tqdm import tqdm
 from experiments import metric_names
 from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
-from experiments.diagnosis import Evidence, first_broken_layer, layer_counts
+from experiments.diagnosis import Evidence, diagnosis_row, first_broken_layer, layer_counts
 from experiments.golden import GoldenItem
 from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
@@ -46,7 +46,11 @@ class Evaluation:
     metrics: dict[str, float]
     per_question: list[dict[str, Any]]
     seconds: float
-    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def diagnosis(self) -> list[dict[str, Any]]:
+        """One row per question for diagnosis.csv/.md: a projection of the per-question records."""
+        return [diagnosis_row(record) for record in self.per_question]
 
 
 def evaluate(
@@ -65,7 +69,6 @@ def evaluate(
     latencies: list[float] = []
     component_ms: dict[str, list[float]] = {}
     records: list[dict[str, Any]] = []
-    diagnosis: list[dict[str, Any]] = []
     with timing_components() as timer:
         for item in tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress):
             t0 = time.perf_counter()
@@ -86,12 +89,11 @@ def evaluate(
             layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings)
             record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer}
             records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
-            diagnosis.append(_diagnosis_row(item, answer, layer, layer_scores))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None)
-    metrics |= layer_counts([row["layer"] for row in diagnosis])
+    metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
-    return Evaluation(metrics, records, time.perf_counter() - start, diagnosis)
+    return Evaluation(metrics, records, time.perf_counter() - start)
 
 
 def _first_broken_layer(
@@ -179,11 +181,11 @@ def _record(
         "category": item.category or "none",
         "answerable": item.answerable,
         "latency_ms": round(latency_ms, 2),
+        "reference": item.reference_answer,
     }
     if answer is not None:
         record |= {
             "answer": answer.data,
-            "reference": item.reference_answer,
             "refused": bool(answer.meta.get("refused")),
             "citations": answer.meta.get("citations", []),
             "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
@@ -195,22 +197,6 @@ def _record(
     for view in ("retrieval", "context"):
         record |= {f"{view}/{name}": value for name, value in (scores.get(view) or {}).items()}
     return record | layer_scores
-
-
-def _diagnosis_row(item: GoldenItem, answer: GeneratedAnswer | None, layer: str, scores: dict[str, float]) -> dict[str, Any]:
-    return {
-        "id": item.id,
-        "category": item.category or "none",
-        "answerable": bool(item.answerable),
-        "layer": layer,
-        "question": item.question,
-        "reference": item.reference_answer,
-        "answer": None if answer is None else answer.data,
-        "f1": scores.get("answer/f1"),
-        "refused": scores.get("answer/refused"),
-        "unsupported_rate": scores.get("answer/unsupported_sentence_rate"),
-        "context_recall": scores.get("context/recall"),
-    }
 
 
 def _summarise(

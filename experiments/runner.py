@@ -82,8 +82,10 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if query.llm_components:  # an unreachable endpoint fails before indexing
         generator = generator_identity(cfg.models.generator)
         check_endpoint(cfg.models.generator)
-    if query.answer_output is not None and cfg.eval.get("judge"):
-        check_endpoint(cfg.eval.judge, key="eval.judge")
+    embeddings = _answer_embeddings(cfg, query)
+    judge = None
+    if embeddings is not None and cfg.eval.get("judge"):  # checks its endpoint, also before indexing
+        judge = openai_compatible_judge(cfg.eval.judge, embeddings)
 
     index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
     warm_up = query.warm_up()
@@ -102,10 +104,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         redundancy_threshold=cfg.eval.redundancy_threshold,
         confidence=cfg.eval.confidence,
     )
-    embeddings = _answer_embeddings(cfg, query)
-    judge = None
-    if embeddings is not None and cfg.eval.get("judge"):
-        judge = openai_compatible_judge(cfg.eval.judge, embeddings)
+    if judge is not None:
         mlflow.set_tag("ragtune.model.judge", judge.identity)
     similarity = Similarity(embeddings) if embeddings is not None else None
     result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge)

@@ -133,7 +133,7 @@ def build_pipeline(
         raise PipelineConfigError(f"{key}.components: must be a non-empty mapping of name -> component config")
     connections = [_parse_connection(c, f"{key}.connections[{i}]") for i, c in enumerate(spec.get("connections") or [])]
     inputs = {
-        name: [_parse_socket(s, f"{key}.inputs.{name}") for s in ([targets] if isinstance(targets, str) else targets)]
+        name: [_parse_socket(s, f"{key}.inputs.{name}") for s in _socket_list(targets)]
         for name, targets in (spec.get("inputs") or {}).items()
     }
     for where, socket in _referenced_components(connections, inputs, key):
@@ -211,20 +211,24 @@ def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:
     merged = dict(spec)
     merged["components"] = {**(spec.get("components") or {}), **(stage.get("components") or {})}
     stage_inputs = dict(stage.get("inputs") or {})
-    context_targets = stage_inputs.pop(CONTEXT_INPUT, [])
-    context_targets = [context_targets] if isinstance(context_targets, str) else list(context_targets)
+    context_targets = _socket_list(stage_inputs.pop(CONTEXT_INPUT, []))
     merged["connections"] = [
         *(spec.get("connections") or []),
         *([spec["context_output"], target] for target in context_targets),
         *(stage.get("connections") or []),
     ]
-    inputs = {name: list([t] if isinstance(t, str) else t) for name, t in (spec.get("inputs") or {}).items()}
+    inputs = {name: _socket_list(targets) for name, targets in (spec.get("inputs") or {}).items()}
     for name, targets in stage_inputs.items():
-        inputs.setdefault(name, []).extend([targets] if isinstance(targets, str) else targets)
+        inputs.setdefault(name, []).extend(_socket_list(targets))
     merged["inputs"] = inputs
     merged["context_output"] = stage.get("context_output") or spec["context_output"]
     merged["answer_output"] = stage["answer_output"]
     return merged
+
+
+def _socket_list(targets: Any) -> list[Any]:
+    """An input's receiving sockets: YAML may give one socket as a plain string."""
+    return [targets] if isinstance(targets, str) else list(targets)
 
 
 def _chat_generators(pipeline: Pipeline) -> frozenset[str]:
