@@ -1,11 +1,19 @@
-"""Hydra entry point: `python run.py pipeline=hybrid retriever.top_k=50`, or `-m` for a sweep."""
+"""Hydra entry point: `python run.py pipeline=hybrid retriever.top_k=50`, or `-m` for a sweep.
+
+Exit codes: 0 done; 2 a mistake in config, data, models or environment (one line on stderr, no traceback);
+1 a bug (traceback) or, after a sweep, at least one failed job; 130/143 interrupted by SIGINT/SIGTERM (the MLflow
+run ends KILLED). Hydra's own errors (an unknown config group or a malformed override) exit 1 before any work.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import traceback
 from pathlib import Path
+from types import FrameType
 
 for key, value in {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
@@ -21,47 +29,71 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
-from experiments.config import ConfigError, register_resolvers  # noqa: E402
-from experiments.datasets.base import DatasetUnavailableError  # noqa: E402
-from experiments.models import ModelUnavailableError  # noqa: E402
-from experiments.sweep import read_parent_run  # noqa: E402
-from pipelines.builder import PipelineConfigError  # noqa: E402
+from experiments.config import register_resolvers  # noqa: E402
+from experiments.errors import UserError  # noqa: E402
+from experiments.sweep import read_parent_run, record_failed_job  # noqa: E402
 
-# Mistakes in config or data: one clear line, no traceback (the MLflow run keeps the full one in error.txt).
-USER_ERRORS = (
-    ConfigError,
-    PipelineConfigError,
-    ModelUnavailableError,
-    DatasetUnavailableError,
-    PipelineRuntimeError,
-    OmegaConfBaseException,
-    ValueError,
-    FileNotFoundError,
-)
+EXIT_BUG, EXIT_USER_ERROR = 1, 2
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (timeout, CI cancellation, docker stop) unwinds like Ctrl-C, so the MLflow run ends KILLED."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def user_error(e: BaseException) -> UserError | OmegaConfBaseException | None:
+    """Our typed errors (also when a component raised one inside the pipeline); anything else is a bug."""
+    if isinstance(e, UserError | OmegaConfBaseException):
+        return e
+    if isinstance(e, PipelineRuntimeError) and isinstance(e.__cause__, UserError):
+        return e.__cause__
+    return None
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    from experiments.runner import run_job
+    from experiments.runner import job_identity, objective, run_job
 
     for noisy in ("haystack", "sentence_transformers", "bm25s", "httpx"):  # their INFO lines drown the progress bars
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    overrides = hydra_cfg.job.override_dirname
-    run_name = f"{cfg.pipeline.name}" + (f" [{overrides}]" if overrides else "")
     parent = read_parent_run(hydra_cfg.sweep.dir) if multirun else None
+    overrides = list(hydra_cfg.overrides.task)
+    identity = (
+        job_identity(cfg, overrides, hydra_cfg.job.num, parent.swept) if parent else job_identity(cfg, overrides)
+    )
     try:
-        result = run_job(cfg, Path(hydra_cfg.runtime.output_dir), run_name=run_name, parent=parent)
-    except USER_ERRORS as e:
-        if multirun:
-            raise
-        cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if isinstance(e, PipelineRuntimeError) else ""
-        print(f"error: {e}{cause}", file=sys.stderr)
-        sys.exit(2)
-    return result.metrics.get("retrieval/mrr_at_10", 0.0)
+        result = run_job(cfg, Path(hydra_cfg.runtime.output_dir), identity, parent=parent)
+        return objective(result.metrics, cfg.objective)
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        print(f"interrupted by {signal.Signals(signum).name}; the MLflow run ends KILLED", file=sys.stderr)
+        sys.exit(EXIT_SIGNAL[signum])
+    except Exception as e:
+        mistake = user_error(e)
+        if mistake is None:
+            traceback.print_exc()
+        else:
+            print(f"error: {mistake}", file=sys.stderr)
+        if parent is None:
+            sys.exit(EXIT_BUG if mistake is None else EXIT_USER_ERROR)
+        record_failed_job(parent, identity.run_name, identity.tags, e)  # the sweep goes on and names it at the end
+        return float("nan")
 
 
 if __name__ == "__main__":
+    from experiments.sweep import failed_jobs
+
+    signal.signal(signal.SIGTERM, _raise_interrupted)
     register_resolvers()
     main()
+    sys.exit(EXIT_BUG if failed_jobs() else 0)

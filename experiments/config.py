@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -10,17 +14,25 @@ from omegaconf.errors import OmegaConfBaseException
 
 from components.rank_fusion_joiner import MODES
 from components.text import LANGUAGES
+from experiments.errors import UserError
 from experiments.models import resolve_model
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value that cannot work; the message names the key."""
 
 
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# Top-level keys a user may add with `+key=...` although no file declares them.
+OPTIONAL_SECTIONS = frozenset({"compare"})
+
+
 def register_resolvers() -> None:
-    """`${model_path:REF}` turns a model reference into a local folder (or a clear error)."""
+    """`${model_path:REF}` turns a model reference into a local folder (or a clear error); `${pid:}` names job folders."""
     if not OmegaConf.has_resolver("model_path"):
         OmegaConf.register_new_resolver("model_path", resolve_model)
+    if not OmegaConf.has_resolver("pid"):
+        OmegaConf.register_new_resolver("pid", os.getpid)
 
 
 @dataclass
@@ -61,7 +73,7 @@ class JudgeSchema:
 
 @dataclass
 class EvalSchema:
-    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 50])
+    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20])
     min_overlap: float = 0.5
     pass_f1: float = 0.5
     redundancy_threshold: float = 0.9
@@ -71,8 +83,8 @@ class EvalSchema:
 
 @dataclass
 class MlflowSchema:
-    tracking_uri: str = "sqlite:///mlruns/mlflow.db"
-    artifact_root: str = "mlruns/artifacts"
+    tracking_uri: str | None = None
+    artifact_root: str | None = None
     experiment: str | None = None
 
 
@@ -98,6 +110,7 @@ SCHEMAS = {
 
 def validate(cfg: DictConfig) -> None:
     """Type-checks the plain sections against their schemas and cross-checks values."""
+    _check_top_level_keys(cfg)
     for section, schema in SCHEMAS.items():
         if section not in cfg:
             raise ConfigError(f"config section '{section}' is missing")
@@ -127,6 +140,34 @@ def validate(cfg: DictConfig) -> None:
     _require(bool(cfg.ingest.chain), "ingest.chain", "must name at least one splitter")
     missing = [name for name in cfg.ingest.chain if name not in cfg.ingest.splitters]
     _require(not missing, "ingest.chain", f"names splitters {missing} not defined under ingest.splitters")
+    _require(
+        isinstance(cfg.get("objective"), str) and "/" in cfg.objective,
+        "objective",
+        f"must name a logged metric such as retrieval/mrr_at_10, got {cfg.get('objective')!r}",
+    )
+    _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
+
+
+def _check_top_level_keys(cfg: DictConfig) -> None:
+    """`+retriver.top_k=5` would otherwise add a section nothing reads, and the run would ignore it."""
+    known = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    known |= set(OmegaConf.load(CONF_DIR / "config.yaml")) | OPTIONAL_SECTIONS
+    known.discard("defaults")
+    for key in cfg:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(sorted(known))}"
+            raise ConfigError(f"config key '{key}': unknown top-level key (added with +{key}...?){hint}")
+
+
+def _warn_ks_beyond_depth(ks: list[int], depth: int) -> None:
+    beyond = [k for k in ks if k > depth]
+    if beyond:
+        print(
+            f"warning: eval.ks {beyond} exceed the retrieval depth retriever.top_k={depth}: metrics @k for them "
+            f"count only the {depth} retrieved documents (recall@{beyond[0]} equals recall@{depth})",
+            file=sys.stderr,
+        )
 
 
 def _require(ok: bool, key: str, message: str) -> None:

@@ -2,8 +2,10 @@
 
     python -m experiments.gate --baseline RUN --candidate RUN --max-regression 0.05
 
+Each layer (retrieval, context, answer) is gated on the headline metrics both runs logged; a layer only one run
+has (a retrieval-only run against a generating one) is skipped and named.
 Exit 0: no headline metric regressed by more than the threshold. Exit 1: at least one did (each is named).
-Exit 2: the gate could not judge (unknown run, a headline metric the baseline has but the candidate lacks).
+Exit 2: the gate could not judge (an unknown run, or no headline metric both runs logged).
 A regression is an absolute drop for higher-is-better metrics and a rise for lower-is-better ones. Where both
 runs logged per-question scores, the paired 95 % CI and p-value are printed beside each verdict.
 """
@@ -18,10 +20,11 @@ from dataclasses import dataclass
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from experiments.errors import UserError
 from experiments.metric_names import lower_is_better
 from experiments.paired_compare import compare_records, load_per_question
 from experiments.significance import PairedComparison
-from experiments.tracking import tracking_uri
+from experiments.tracking import TRACKING_HELP, connect
 
 # One or two per layer: what a team watches before it ships a change.
 HEADLINE = {
@@ -49,23 +52,20 @@ def judge_runs(
     max_regression: float,
     headline: Mapping[str, Sequence[str]] = HEADLINE,
 ) -> tuple[list[Verdict], list[str]]:
-    """Verdicts for the headline metrics the baseline has, and the problems that make the gate unjudgeable."""
-    verdicts, problems = [], []
+    """Verdicts for the headline metrics both runs logged, and a note per metric skipped because one run lacks it."""
+    verdicts, skipped = [], []
     for layer, metrics in headline.items():
         for metric in metrics:
-            if metric not in baseline:
-                continue
-            if metric not in candidate:
-                problems.append(f"{metric} ({layer}): the baseline has it but the candidate does not")
+            missing = [side for side, run in (("baseline", baseline), ("candidate", candidate)) if metric not in run]
+            if missing:
+                skipped.append(f"{metric} ({layer}): not logged by the {' and the '.join(missing)}")
                 continue
             change = candidate[metric] - baseline[metric]
             regression = change if lower_is_better(metric) else -change
             verdicts.append(
                 Verdict(layer, metric, baseline[metric], candidate[metric], regression, regression > max_regression)
             )
-    if not verdicts and not problems:
-        problems.append(f"the baseline has none of the headline metrics {[m for ms in headline.values() for m in ms]}")
-    return verdicts, problems
+    return verdicts, skipped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,20 +73,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", required=True, help="MLflow run id of the accepted configuration")
     parser.add_argument("--candidate", required=True, help="MLflow run id of the change under test")
     parser.add_argument("--max-regression", type=float, default=0.05, help="largest tolerated absolute regression")
-    parser.add_argument("--tracking-uri", default="sqlite:///mlruns/mlflow.db")
+    parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     args = parser.parse_args(argv)
     if args.max_regression < 0:
         parser.error("--max-regression must be >= 0")
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri(args.tracking_uri))
-    client = MlflowClient()
     try:
+        connect(args.tracking_uri, key="--tracking-uri")
+        client = MlflowClient()
         baseline, candidate = client.get_run(args.baseline), client.get_run(args.candidate)
-    except MlflowException as e:
+    except (MlflowException, UserError) as e:
         print(f"gate: cannot read runs: {e}", file=sys.stderr)
         return EXIT_UNJUDGEABLE
-    verdicts, problems = judge_runs(baseline.data.metrics, candidate.data.metrics, args.max_regression)
+    verdicts, skipped = judge_runs(baseline.data.metrics, candidate.data.metrics, args.max_regression)
     verdicts = _with_paired(client, args.baseline, args.candidate, verdicts)
     for v in verdicts:
         status = "FAIL" if v.failed else "ok"
@@ -98,11 +96,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{status:4} {v.layer:9} {v.metric}: {v.baseline:.3f} -> {v.candidate:.3f} "
             f"(regression {v.regression + 0.0:+.3f}, limit {args.max_regression}; {direction}){detail}"
         )
-    for problem in problems:
-        print(f"gate: cannot judge {problem}", file=sys.stderr)
-    failed = [v for v in verdicts if v.failed]
-    if problems:
+    for note in skipped:
+        print(f"skip {note}")
+    gated = sorted({v.layer for v in verdicts})
+    skipped_layers = [layer for layer in HEADLINE if layer not in gated]
+    if skipped_layers:
+        print(f"gate: layers skipped (not logged by both runs): {', '.join(skipped_layers)}")
+    if not verdicts:
+        print("gate: cannot judge: the runs share no headline metric", file=sys.stderr)
         return EXIT_UNJUDGEABLE
+    failed = [v for v in verdicts if v.failed]
     if failed:
         names = ", ".join(f"{v.metric} ({v.layer})" for v in failed)
         print(f"gate: FAILED, regressed beyond {args.max_regression}: {names}", file=sys.stderr)

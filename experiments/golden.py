@@ -3,21 +3,28 @@
 A broken golden set silently skews every metric, so all problems are collected and raised together before
 any run starts. Quotes are matched after whitespace normalisation (conversion may re-flow lines) and mapped
 back to offsets in the original canonical text, which is what chunk spans refer to.
+
+Unknown keys are problems too (a misnamed `answer` would otherwise leave every item unjudged): each one is
+reported with the key it probably meant. Deliberate extra fields go to `GoldenItem.extra` when their key
+starts with `x_` (`"x_owner": "hr"`) or when they are nested under `meta` (`"meta": {"owner": "hr"}`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 from haystack import Document
+
+from experiments.errors import UserError
 
 _WHITESPACE = re.compile(r"\s+")
 _TOKEN = re.compile(r"\S+")
@@ -35,6 +42,34 @@ _KNOWN_KEYS = frozenset(
         "answerable",
     }
 )
+_EXTRA_PREFIX = "x_"
+_EXTRA_KEY = "meta"
+# Names other tools use for golden fields; checked (lower-cased) before difflib's spelling suggestions.
+_ALIASES = {
+    "answer": "reference_answer",
+    "answers": "reference_answer",
+    "expected_answer": "reference_answer",
+    "gold_answer": "reference_answer",
+    "ground_truth": "reference_answer",
+    "ground_truths": "reference_answer",
+    "context": "evidence",
+    "contexts": "evidence",
+    "evidences": "evidence",
+    "quote": "evidence",
+    "quotes": "evidence",
+    "query": "question",
+    "doc_ids": "relevant_doc_ids",
+    "relevant_docs": "relevant_doc_ids",
+    "relevant_ids": "relevant_doc_ids",
+    "doc_id": "source",
+    "document": "source",
+    "qid": "id",
+    "_id": "id",
+    "question_id": "id",
+    "messages": "history",
+    "chat_history": "history",
+    "unanswerable": "answerable",
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +106,7 @@ class GoldenItem:
             object.__setattr__(self, "answerable", derived)
 
 
-class GoldenError(ValueError):
+class GoldenError(UserError, ValueError):
     """Every problem of a golden set, one per line, each naming file:line and id."""
 
     def __init__(self, origin: str, problems: Sequence[str]) -> None:
@@ -95,8 +130,14 @@ def parse_golden(lines: Iterable[str], origin: str) -> list[GoldenItem]:
     return [item for _, item in parsed]
 
 
-def load_golden(path: str | Path, documents: Sequence[Document]) -> list[GoldenItem]:
-    """Parse the golden JSONL at `path` and locate its quotes in `documents`; one GoldenError for all problems."""
+def load_golden(
+    path: str | Path, documents: Sequence[Document], skipped: Mapping[str, str] | None = None
+) -> list[GoldenItem]:
+    """Parse the golden JSONL at `path` and locate its quotes in `documents`; one GoldenError for all problems.
+
+    `skipped` maps the doc ids of corpus files left out at conversion to the reason, so an item citing one
+    says why the file is missing instead of calling its id unknown.
+    """
     origin = str(path)
     try:
         with Path(path).open(encoding="utf-8-sig") as handle:
@@ -106,7 +147,8 @@ def load_golden(path: str | Path, documents: Sequence[Document]) -> list[GoldenI
     if not parsed and not problems:
         problems = [f"{origin}: no golden items (the file is empty)"]
     items = [item for _, item in parsed]
-    located, locate_problems = _locate(items, [f"{origin}:{line}" for line, _ in parsed], documents)
+    wheres = [f"{origin}:{line}" for line, _ in parsed]
+    located, locate_problems = _locate(items, wheres, documents, skipped or {})
     problems += locate_problems
     if problems:
         raise GoldenError(origin, problems)
@@ -124,7 +166,7 @@ def locate_evidence(
     `lines` are the items' line numbers for error messages; by default their 1-based positions.
     """
     numbers = lines if lines is not None else range(1, len(items) + 1)
-    located, problems = _locate(items, [f"{origin}:{n}" for n in numbers], documents)
+    located, problems = _locate(items, [f"{origin}:{n}" for n in numbers], documents, {})
     if problems:
         raise GoldenError(origin, problems)
     return located
@@ -138,6 +180,7 @@ def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenIte
     parsed: list[tuple[int, GoldenItem]] = []
     problems: list[str] = []
     first_line: dict[str, int] = {}
+    judgeable = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -160,7 +203,19 @@ def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenIte
             continue
         first_line[item.id] = number
         parsed.append((number, item))
+        judgeable = judgeable or _judgeable(record)
+    if parsed and not problems and not judgeable:  # other problems may hide the items that can be judged
+        problems.append(
+            f"{origin}: no item can be judged: none has 'evidence', 'relevant_doc_ids' or 'reference_answer', "
+            'and none is marked "answerable": false'
+        )
     return parsed, problems
+
+
+def _judgeable(record: Mapping[str, Any]) -> bool:
+    """Some metric can score the item: it has a reference, or is marked unanswerable (refusal is scored)."""
+    references = ("evidence", "relevant_doc_ids", "reference_answer")
+    return any(record.get(key) for key in references) or record.get("answerable") is False
 
 
 def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[str]]:
@@ -172,6 +227,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         raw_id = str(raw_id)
     item_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
     label = f"{where} (id={item_id if item_id is not None else '?'})"
+    problems += [f"{label}: {_unknown_key(key)}" for key in record if not _is_allowed_key(key)]
     if item_id is None:
         problems.append(f"{label}: 'id' is missing or not a non-empty string/integer")
     question = values.get("question")
@@ -187,6 +243,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         ("relevant_doc_ids", lambda v: _is_list_of(v, str), "a list of strings"),
         ("history", lambda v: _is_list_of(v, dict), "a list of objects"),
         ("answerable", lambda v: isinstance(v, bool), "true or false"),
+        (_EXTRA_KEY, lambda v: isinstance(v, dict), "an object"),
     ):
         if key in values and not ok(values[key]):
             problems.append(
@@ -213,6 +270,23 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
     return item, []
 
 
+def _is_allowed_key(key: str) -> bool:
+    return key in _KNOWN_KEYS or key == _EXTRA_KEY or key.startswith(_EXTRA_PREFIX)
+
+
+def _unknown_key(key: str) -> str:
+    """The problem text for `key`, with the known key it most likely meant."""
+    guess = _ALIASES.get(key.lower()) or next(
+        iter(difflib.get_close_matches(key.lower(), sorted(_KNOWN_KEYS), n=1)), None
+    )
+    if guess is not None:
+        return f"unknown key {key!r}; did you mean {guess!r}?"
+    return (
+        f"unknown key {key!r}; known keys: {', '.join(sorted(_KNOWN_KEYS))} "
+        f"(nest extra fields under {_EXTRA_KEY!r} or prefix them with {_EXTRA_PREFIX!r})"
+    )
+
+
 def _is_list_of(value: object, kind: type) -> bool:
     return isinstance(value, list) and all(isinstance(v, kind) for v in value)
 
@@ -221,7 +295,10 @@ def _is_list_of(value: object, kind: type) -> bool:
 
 
 def _locate(
-    items: Sequence[GoldenItem], wheres: Sequence[str], documents: Sequence[Document]
+    items: Sequence[GoldenItem],
+    wheres: Sequence[str],
+    documents: Sequence[Document],
+    skipped: Mapping[str, str],
 ) -> tuple[list[GoldenItem], list[str]]:
     """Items with every quote located, plus one message per unknown doc id or quote found nowhere."""
     corpus = _Corpus(documents)
@@ -232,12 +309,12 @@ def _locate(
     for item, where, item_quotes in zip(items, wheres, quotes, strict=True):
         label = f"{where} (id={item.id})"
         problems += [
-            f"{label}: relevant_doc_ids entry {doc_id!r} is not a doc id in the corpus"
+            f"{label}: relevant_doc_ids entry {doc_id!r} {_absent(doc_id, skipped)}"
             for doc_id in item.relevant_doc_ids
             if doc_id not in corpus.normalised
         ]
         if item.source is not None and item.source not in corpus.normalised:
-            problems.append(f"{label}: source {item.source!r} is not a doc id in the corpus")
+            problems.append(f"{label}: source {item.source!r} {_absent(item.source, skipped)}")
             continue
         spans = tuple(corpus.find(quote, item.source) if quote else () for quote in item_quotes)
         scope = repr(item.source) if item.source is not None else "the corpus"
@@ -248,6 +325,13 @@ def _locate(
         ]
         located.append(dataclasses.replace(item, evidence_spans=spans))
     return located, problems
+
+
+def _absent(doc_id: str, skipped: Mapping[str, str]) -> str:
+    """Why `doc_id` is not in the corpus, as the end of a problem sentence."""
+    if doc_id in skipped:
+        return f"was skipped when the corpus was converted: {skipped[doc_id]}"
+    return "is not a doc id in the corpus"
 
 
 def _anchors(quote: str) -> list[str]:

@@ -16,10 +16,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from experiments.errors import UserError
+
 PKG_PREFIX = "pkg:"
 
 
-class ModelUnavailableError(RuntimeError):
+class ModelUnavailableError(UserError, RuntimeError):
     """The configured model cannot be loaded on this machine."""
 
 
@@ -125,7 +127,10 @@ def generator_identity(generator: Mapping[str, Any]) -> str:
 
 
 def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0, key: str = "models.generator") -> None:
-    """Fails before any work when an endpoint is unreachable or its key variable is unset; any HTTP reply will do.
+    """Fails before any work when an endpoint is unreachable, its key variable is unset, or it rejects the key.
+
+    The key is sent as OpenAI clients send it; a 401 or 403 fails here, naming `api_key_env`, instead of after
+    indexing. Any other reply (even 404 from servers without `/models`) counts as reachable.
 
     `key` is the config key of the endpoint's section, named in the error (the generator or `eval.judge`).
     """
@@ -140,11 +145,18 @@ def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0, key: str
         )
     import httpx
 
+    headers = {"Authorization": f"Bearer {os.environ[key_env]}"} if key_env else {}
     try:
-        httpx.get(f"{str(base_url).rstrip('/')}/models", timeout=timeout)
+        reply = httpx.get(f"{str(base_url).rstrip('/')}/models", headers=headers, timeout=timeout)
     except httpx.HTTPError as e:
         raise ModelUnavailableError(
             f"{key}.base_url: LLM endpoint {base_url} is unreachable ({type(e).__name__}: {e}); "
             f"start the server or fix the URL, or use the offline default models=offline"
         ) from e
+    if reply.status_code in (401, 403):
+        raise ModelUnavailableError(
+            f"{key}.api_key_env: LLM endpoint {base_url} rejected "
+            f"{f'the key in ${key_env}' if key_env else 'a request without a key'} (HTTP {reply.status_code}); "
+            f"export the right key, or point {key}.api_key_env at the variable that holds it"
+        )
 

@@ -156,10 +156,11 @@ def compare_runs(
     out_dir: Path,
     metrics: Sequence[str] | None = DEFAULT_METRICS,
     log_to: str | None = None,
+    title: str | None = None,
 ) -> list[PairedComparison]:
     """Prints the paired table, writes CSV + PNG to `out_dir`, and logs both to `log_to` (default: candidate).
 
-    `metrics=None` compares every per-question metric the two runs share.
+    `metrics=None` compares every per-question metric the two runs share; `title` defaults to the run names.
     """
     baseline, candidate = load_per_question(client, baseline_id), load_per_question(client, candidate_id)
     shared = [m for m in per_question_metrics(baseline.values()) if m in set(per_question_metrics(candidate.values()))]
@@ -167,7 +168,7 @@ def compare_runs(
     if not names:
         raise ValueError(f"runs {baseline_id} and {candidate_id} share none of the metrics {list(metrics or [])}")
     comparisons = compare_records(baseline, candidate, names)
-    title = f"{_name(client, candidate_id)} vs baseline {_name(client, baseline_id)}"
+    title = title or f"{_name(client, candidate_id)} vs baseline {_name(client, baseline_id)}"
     print_comparisons(comparisons, title)
     stem = out_dir / f"paired_{candidate_id[:8]}_vs_{baseline_id[:8]}"
     csv = stem.with_suffix(".csv")

@@ -12,7 +12,14 @@ from rich.table import Table
 from experiments import metric_names
 
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
-LAYER_METRICS = (*metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
+# RAGAS's non-LLM context metrics compare whole chunks with short quotes and read 0 by construction on quote-based
+# golden sets (docs/metrics.md): logged for parity with RAGAS users, left out of the printed table.
+NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
+LAYER_METRICS = tuple(
+    m
+    for m in (*metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
+    if m not in NOT_PRINTED
+)
 
 
 def console() -> Console:
@@ -55,3 +62,13 @@ def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks:
 
 def _cells(metrics: Mapping[str, float], view: str, k: int) -> list[str]:
     return [f"{metrics[f'{view}/{m}_at_{k}']:.3f}" if f"{view}/{m}_at_{k}" in metrics else "-" for m in RANK_METRICS]
+
+
+def print_skipped_files(skipped: Mapping[str, str]) -> None:
+    """Corpus files that were not indexed, each with its reason: never dropped silently."""
+    if not skipped:
+        return
+    out = console()
+    out.print(f"[yellow]{len(skipped)} corpus file(s) skipped, not indexed[/] (also in the run's skipped_files.json):")
+    for path, reason in skipped.items():
+        out.print(f"  {path}: {reason}", markup=False, highlight=False)

@@ -6,6 +6,7 @@ The MLflow run opens before any work so that a crash anywhere ends it FAILED wit
 from __future__ import annotations
 
 import json
+import shlex
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,10 @@ import mlflow
 import pandas as pd
 from haystack import Document
 from haystack.document_stores.types import DocumentStore
+from mlflow.entities import Dataset as MlflowDataset
+from mlflow.entities import DatasetInput, InputTag, RunStatus
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.answer_metrics import Similarity, ragas_embeddings
@@ -24,10 +29,10 @@ from experiments.diagnosis import diagnosis_markdown
 from experiments.evaluate import EvalSettings, Evaluation, evaluate
 from experiments.judge import openai_compatible_judge
 from experiments.models import check_endpoint, generator_identity, model_identity, resolve_model
-from experiments.report import print_results
-from experiments.sweep import ParentRun
-from experiments.tracking import git_commit, log_config_params, tracking_uri, use_experiment
-from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component
+from experiments.report import print_results, print_skipped_files
+from experiments.sweep import OVERRIDES_TAG, ParentRun, job_tags, short_labels
+from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
+from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component, reads_embeddings
 from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
 
 
@@ -38,30 +43,76 @@ class JobResult:
     metrics: dict[str, float]
 
 
-def run_job(cfg: DictConfig, job_dir: Path, run_name: str | None = None, parent: ParentRun | None = None) -> JobResult:
-    """Runs one job; inside a sweep the run is a child of `parent`, in the parent's experiment."""
+@dataclass(frozen=True)
+class JobIdentity:
+    """How a job shows in the MLflow UI: a short name, and the full override string kept as a tag."""
+
+    run_name: str
+    tags: dict[str, str]
+
+
+def job_identity(
+    cfg: DictConfig, overrides: list[str], job_num: int | None = None, swept: tuple[str, ...] | None = None
+) -> JobIdentity:
+    """The pipeline name plus the swept values (or, outside a sweep, every override), paths cut to their last part.
+
+    The full override string is kept as a tag.
+    """
+    name = str(OmegaConf.select(cfg, "pipeline.name", default="job"))
+    shown = [o for o in overrides if (key := o.lstrip("+~").split("=")[0]) != "pipeline" and (swept is None or key in swept)]
+    tags = job_tags(job_num, overrides) if job_num is not None else {OVERRIDES_TAG: shlex.join(overrides)}
+    return JobIdentity(f"{name} {short_labels([shown])[0]}" if shown else name, tags)
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """`mlflow.experiment`, else the dataset's name, else its folder's name: one experiment per data set."""
+    if cfg.mlflow.get("experiment"):
+        return str(cfg.mlflow.experiment)
+    dataset = cfg.dataset
+    folder = dataset.get("corpus_dir") or dataset.get("path")
+    if dataset.get("name") not in (None, dataset.get("kind")) or not folder:
+        return str(dataset.get("name") or dataset.get("kind"))
+    return Path(str(folder)).resolve().name
+
+
+def objective(metrics: dict[str, float], name: str) -> float:
+    """The metric a sweeper optimises; a missing one fails rather than letting an optimiser chase a constant."""
+    if name not in metrics:
+        close = [m for m in sorted(metrics) if m.split("/")[0] == name.split("/")[0]][:8]
+        raise ConfigError(f"config key 'objective': this run logged no metric '{name}' (logged, e.g.: {close})")
+    return metrics[name]
+
+
+def run_job(cfg: DictConfig, job_dir: Path, identity: JobIdentity, parent: ParentRun | None = None) -> JobResult:
+    """Runs one job; inside a sweep the run is a child of `parent`, in the parent's experiment.
+
+    The run opens before validation, so even a bad sweep point is recorded as a FAILED child with its error.
+    """
     register_resolvers()
-    validate(cfg)
     if parent is None:
-        experiment_id = use_experiment(cfg.mlflow, cfg.mlflow.experiment or cfg.dataset.name)
+        experiment_id = use_experiment(cfg.mlflow, experiment_name(cfg))
     else:
-        mlflow.set_tracking_uri(tracking_uri(cfg.mlflow.tracking_uri))
+        connect(cfg.mlflow.tracking_uri)
         experiment_id = parent.experiment_id
     experiment = mlflow.get_experiment(experiment_id).name
-    tags = {"ragtune.pipeline": cfg.pipeline.name, "ragtune.git_commit": git_commit(Path.cwd())}
+    tags = {"ragtune.pipeline": str(OmegaConf.select(cfg, "pipeline.name", default="?"))}
+    tags |= source_tags() | run_tags() | identity.tags
     with mlflow.start_run(
         experiment_id=experiment_id,
-        run_name=run_name or cfg.pipeline.name,
+        run_name=identity.run_name,
         parent_run_id=parent.run_id if parent else None,
         tags=tags,
     ) as run:
         try:
+            validate(cfg)
             log_config_params(run.info.run_id, cfg)
             mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
             metrics = _run(cfg, job_dir, run.info.run_id, experiment)
         except BaseException as e:
             mlflow.set_tag("ragtune.error", f"{type(e).__name__}: {e}"[:5000])
             mlflow.log_text(traceback.format_exc(), "error.txt")
+            if isinstance(e, KeyboardInterrupt):  # SIGINT, or SIGTERM through run.py: MLflow would say FAILED
+                mlflow.end_run(RunStatus.to_string(RunStatus.KILLED))
             raise
     return JobResult(run.info.run_id, experiment, metrics)
 
@@ -73,7 +124,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
     )
-    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
     fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
     index_dir = Path(cfg.ingest.cache_dir) / fingerprint
     query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})
@@ -115,10 +167,14 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         "index/cache_hit": float(index.cache_hit),
         "index/chunks": float(index.chunks),
     }
+    metrics["dataset/skipped_files"] = float(len(dataset.skipped_files))
     mlflow.log_metrics(metrics)
+    if dataset.skipped_files:
+        mlflow.log_dict(dataset.skipped_files, "skipped_files.json")
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
     _write_diagnosis(job_dir, result, query.name, settings.pass_f1)
     print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
+    print_skipped_files(dataset.skipped_files)
     return metrics
 
 
@@ -149,6 +205,15 @@ def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: Buil
             tags |= {f"ragtune.{name}.tokenizer.{k}": str(v) for k, v in identity().items()}
     mlflow.set_tags(tags)
     mlflow.log_dict(dataset.source, "dataset_source.json")
+    _log_dataset_input(dataset)
+
+
+def _log_dataset_input(dataset: Dataset) -> None:
+    """MLflow's dataset tracking, so the UI's Dataset column shows the name and our fingerprint as its digest."""
+    source = json.dumps(dataset.source, sort_keys=True, ensure_ascii=False, default=str)
+    record = MlflowDataset(dataset.name, dataset.fingerprint[:36], "ragtune", source)
+    context = InputTag(MLFLOW_DATASET_CONTEXT, "eval")
+    MlflowClient().log_inputs(mlflow.active_run().info.run_id, datasets=[DatasetInput(record, tags=[context])])
 
 
 def _write_outputs(

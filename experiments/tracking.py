@@ -1,47 +1,153 @@
-"""MLflow plumbing: where runs go, how a config becomes params, and what identifies a run's code."""
+"""MLflow plumbing: which store runs go to, how a config becomes params, and what identifies a run's code.
+
+Every command resolves its store the same way: an explicit override or flag, then `$MLFLOW_TRACKING_URI`, then the
+local default, so a run and its compare never look at different stores.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import mlflow
 from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import UserError
+
 PARAM_VALUE_LIMIT = 6000
 BATCH = 100
 SQLITE = "sqlite:///"
+LOCAL_DEFAULT = "sqlite:///mlruns/mlflow.db"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TRACKING_HELP = f"MLflow store (default: $MLFLOW_TRACKING_URI, else {LOCAL_DEFAULT})"
+PID_TAG, HOST_TAG, STALE_TAG = "ragtune.pid", "ragtune.host", "ragtune.stale"
+
+
+class TrackingError(UserError):
+    """The MLflow store or artifact location cannot be used; the message names the config key."""
+
+
+def resolve_tracking_uri(explicit: str | None = None) -> str:
+    """An explicit value, else `$MLFLOW_TRACKING_URI`, else the local sqlite store; relative sqlite paths made absolute."""
+    return tracking_uri(explicit or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_DEFAULT)
 
 
 def tracking_uri(uri: str) -> str:
     """Makes a relative sqlite path absolute (against the cwd) and creates its folder."""
     if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
         path = Path(uri[len(SQLITE) :]).resolve()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrackingError(f"mlflow.tracking_uri: cannot create {path.parent} ({e})") from e
         return f"{SQLITE}{path}"
     return uri
 
 
-def use_experiment(mlflow_cfg: DictConfig | Mapping[str, Any], default_name: str) -> str:
-    """Points MLflow at the configured store and returns the experiment id, creating it if needed."""
-    mlflow.set_tracking_uri(tracking_uri(str(mlflow_cfg["tracking_uri"])))
-    name = mlflow_cfg.get("experiment") or default_name
+def connect(uri: str | None, key: str = "mlflow.tracking_uri", timeout: float = 5.0) -> str:
+    """Points MLflow at the store and prints it; an unreachable server fails in seconds, naming `key`.
+
+    MLflow itself retries a dead server for minutes before a long traceback.
+    """
+    resolved = resolve_tracking_uri(uri)
+    parsed = urlparse(resolved)
+    if parsed.scheme in {"http", "https"}:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+        except OSError as e:
+            raise TrackingError(
+                f"{key}: MLflow tracking server {resolved} is unreachable ({e}); start it, fix the URI, or unset "
+                f"MLFLOW_TRACKING_URI to use the local store {LOCAL_DEFAULT}"
+            ) from e
+    mlflow.set_tracking_uri(resolved)
+    print(f"MLflow tracking store: {resolved}", file=sys.stderr, flush=True)
+    return resolved
+
+
+def default_artifact_root(uri: str) -> Path | None:
+    """Beside a sqlite store (`<db folder>/artifacts`); a tracking server chooses its own."""
+    return Path(uri[len(SQLITE) :]).parent / "artifacts" if uri.startswith(SQLITE) else None
+
+
+def use_experiment(mlflow_cfg: DictConfig | Mapping[str, Any], name: str) -> str:
+    """Connects to the configured store and returns the experiment id, creating the experiment if needed.
+
+    The artifact root is fixed when an experiment is created, so a bad root is refused before that happens, and
+    a configured root that differs from an existing experiment's is pointed out rather than silently ignored.
+    """
+    uri = connect(mlflow_cfg.get("tracking_uri"))
+    root = _artifact_root(mlflow_cfg.get("artifact_root"), uri)
+    location = (root / name).as_uri() if root else None
     client = MlflowClient()
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        if experiment.lifecycle_stage == "deleted":  # deleted in the UI: runs cannot be logged until restored
-            client.restore_experiment(experiment.experiment_id)
-        return experiment.experiment_id
-    root = mlflow_cfg.get("artifact_root")
-    location = (Path(root).resolve() / name).as_uri() if root else None
+    if experiment is None:
+        try:
+            experiment_id = client.create_experiment(name, artifact_location=location)
+        except mlflow.exceptions.MlflowException:  # a parallel sweep job created it first
+            experiment_id = client.get_experiment_by_name(name).experiment_id
+        return experiment_id
+    if experiment.lifecycle_stage == "deleted":  # deleted in the UI: runs cannot be logged until restored
+        client.restore_experiment(experiment.experiment_id)
+    if location and mlflow_cfg.get("artifact_root") and experiment.artifact_location != location:
+        print(
+            f"warning: experiment '{name}' keeps its artifacts in {experiment.artifact_location}, set when it was "
+            f"created; mlflow.artifact_root={mlflow_cfg.get('artifact_root')} applies only to new experiments "
+            f"(set mlflow.experiment to start one)",
+            file=sys.stderr,
+        )
+    mark_stale_runs(client, experiment.experiment_id)
+    return experiment.experiment_id
+
+
+def _artifact_root(configured: str | None, uri: str) -> Path | None:
+    root = Path(configured).expanduser().resolve() if configured else default_artifact_root(uri)
+    if root is None:
+        return None
+    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise TrackingError(f"mlflow.artifact_root: {root} is not a folder ({blocker} is a file)")
+    return root
+
+
+def run_tags() -> dict[str, str]:
+    """Who is writing the run, so a run left RUNNING by a killed process can be recognised later."""
+    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def mark_stale_runs(client: MlflowClient, experiment_id: str) -> list[str]:
+    """Runs still RUNNING whose process on this host is gone (SIGKILL, OOM) end FAILED, tagged `ragtune.stale`."""
+    stale = []
+    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'"):
+        tags = run.data.tags
+        if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+            continue
+        if _alive(int(tags[PID_TAG])):
+            continue
+        client.set_tag(run.info.run_id, STALE_TAG, f"process {tags[PID_TAG]} ended without closing the run")
+        client.set_terminated(run.info.run_id, status="FAILED")
+        stale.append(run.info.run_id)
+    if stale:
+        print(f"marked {len(stale)} run(s) left RUNNING by a killed process as FAILED ({STALE_TAG})", file=sys.stderr)
+    return stale
+
+
+def _alive(pid: int) -> bool:
     try:
-        return client.create_experiment(name, artifact_location=location)
-    except mlflow.exceptions.MlflowException:  # a parallel sweep job created it first
-        return client.get_experiment_by_name(name).experiment_id
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -61,8 +167,8 @@ def log_config_params(run_id: str, cfg: DictConfig) -> None:
         client.log_batch(run_id, params=params[start : start + BATCH])
 
 
-def git_commit(cwd: Path | None = None) -> str:
-    """HEAD, marked '-dirty' when tracked files differ from it; 'unknown' outside a git checkout."""
+def git_commit(cwd: Path = PROJECT_ROOT) -> str:
+    """HEAD of the project's checkout (not of the folder a user runs from), '-dirty' when tracked files differ."""
     try:
         commit = _git(["rev-parse", "HEAD"], cwd)
         dirty = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
@@ -71,5 +177,11 @@ def git_commit(cwd: Path | None = None) -> str:
     return f"{commit}-dirty" if dirty else commit
 
 
-def _git(args: list[str], cwd: Path | None) -> str:
+def source_tags() -> dict[str, str]:
+    """Our commit tag plus MLflow's own, which the UI shows in its Source column."""
+    commit = git_commit()
+    return {"ragtune.git_commit": commit, "mlflow.source.git.commit": commit.removesuffix("-dirty")}
+
+
+def _git(args: list[str], cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()

@@ -26,6 +26,7 @@ from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from components.pass_through import PassThrough
+from experiments.errors import UserError
 from pipelines import fast_copy
 
 fast_copy.install()
@@ -50,7 +51,7 @@ NONE_VALUES = {None, "none", "None", "null"}
 TYPE_KEYS = {"output_type", "type_"}
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(UserError, ValueError):
     """A pipeline spec that cannot be built; the message names the key at fault."""
 
 
@@ -188,6 +189,21 @@ def build_pipeline(
         document_outputs=_document_outputs(pipeline),
         llm_components=_chat_generators(pipeline),
     )
+
+
+def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline") -> bool:
+    """Whether a component of the pipeline takes a `query_embedding`: only then does its index need vectors.
+
+    Decided from the config, before the index (whose fingerprint depends on it) exists.
+    """
+    spec = _with_answer_stage(_to_container(spec, key), key)
+    for name, cfg in (spec.get("components") or {}).items():
+        if _is_none(cfg) or not isinstance(cfg, Mapping):
+            continue
+        run = getattr(_locate(cfg.get("_target_"), f"{key}.components.{name}"), "run", None)
+        if callable(run) and "query_embedding" in inspect.signature(run).parameters:
+            return True
+    return False
 
 
 def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:

@@ -1,27 +1,52 @@
-"""Files -> canonical source Documents (the text every character span in the project refers to)."""
+"""Files -> canonical source Documents (the text every character span in the project refers to).
+
+No file is dropped silently: each one left out (unreadable, undecodable, unsupported type, no text) comes
+back with the reason, so the run can show it and a golden item citing it can say why it is missing.
+"""
 
 from __future__ import annotations
 
-import logging
+import codecs
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import charset_normalizer
 from haystack import Document, Pipeline
 from haystack.components.converters import HTMLToDocument, PyPDFToDocument, TextFileToDocument
 from haystack.components.joiners import DocumentJoiner
 from haystack.components.preprocessors import DocumentCleaner
 from haystack.components.routers import FileTypeRouter
+from haystack.dataclasses import ByteStream
 from tqdm import tqdm
 
-logger = logging.getLogger(__name__)
+from experiments.errors import UserError
 
 # Haystack's own mime lookup already maps .md/.markdown to text/markdown (haystack.utils.misc.CUSTOM_MIMETYPES),
 # so no mimetypes.add_type() call is needed for the router to see markdown files.
 MIME_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
+TEXT_MIME_TYPES = ("text/plain", "text/markdown")
+SUFFIXES = ".txt, .md, .markdown, .html, .htm, .pdf"
+# Try UTF-8, then decode with the charset charset_normalizer detects.
+AUTO_ENCODING = "auto"
 _BATCH = 64
 _PROGRESS_ABOVE = 200
-_LISTED = 10
+_LISTED = 5
+
+
+class CorpusError(UserError, ValueError):
+    """No file of the corpus could be converted; the message gives the first reasons."""
+
+
+class Conversion(NamedTuple):
+    """Documents sorted by doc_id, plus doc_id -> reason for every file left out."""
+
+    documents: list[Document]
+    skipped: dict[str, str]
+
+
+class _Unreadable(Exception):
+    """A file that cannot become a source; the message is the reason shown to the user."""
 
 
 def build_conversion_pipeline() -> Pipeline:
@@ -62,14 +87,18 @@ def build_conversion_pipeline() -> Pipeline:
 
 
 def convert_files(
-    root: Path, paths: Sequence[Path], extra_meta: Mapping[str, Mapping[str, Any]] | None = None
-) -> list[Document]:
+    root: Path,
+    paths: Sequence[Path],
+    extra_meta: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    encoding: str = AUTO_ENCODING,
+) -> Conversion:
     """Convert files under `root` into canonical Documents with `id == meta["doc_id"]`, sorted by doc_id.
 
     `doc_id` is the path relative to `root` with POSIX separators, so ids are the same on every OS.
-    `extra_meta` maps a doc_id to metadata merged into that document (tenant, acl, ...).
-    Unsupported extensions are skipped with one warning; files that convert to no text are skipped with a
-    warning naming them; an empty result is an error.
+    `extra_meta` maps a doc_id to metadata merged into that document (tenant, acl, ...). `encoding` applies
+    to .txt/.md files: "auto" or a Python codec name (HTML declares its own charset, PDF has none). A text
+    file not read as UTF-8 records its codec in `meta["encoding"]`. An empty result is an error.
     """
     root = Path(root)
     extra_meta = extra_meta or {}
@@ -84,47 +113,79 @@ def convert_files(
 
     pipeline = build_conversion_pipeline()
     converted: dict[str, Document] = {}
-    unsupported: list[str] = []
-    failed: list[str] = []
+    skipped: dict[str, str] = {}
     with tqdm(
         total=len(paths), desc="converting files", unit="file", disable=len(paths) <= _PROGRESS_ABOVE
     ) as bar:
         for start in range(0, len(paths), _BATCH):
-            batch_paths = [Path(p) for p in paths[start : start + _BATCH]]
-            batch_ids = doc_ids[start : start + _BATCH]
-            metas = [{**extra_meta.get(doc_id, {}), "doc_id": doc_id} for doc_id in batch_ids]
-            result = pipeline.run({"router": {"sources": batch_paths, "meta": metas}})
+            batch = list(zip(paths[start : start + _BATCH], doc_ids[start : start + _BATCH], strict=True))
+            sources, metas = [], []
+            for path, doc_id in batch:
+                try:
+                    sources.append(_read_source(Path(path), encoding))
+                except _Unreadable as exc:
+                    skipped[doc_id] = str(exc)
+                    continue
+                metas.append({**extra_meta.get(doc_id, {}), "doc_id": doc_id})
+            result = pipeline.run({"router": {"sources": sources, "meta": metas}}) if sources else {}
             for doc in result.get("cleaner", {}).get("documents", []):
                 doc_id = doc.meta["doc_id"]
                 converted[doc_id] = Document(id=doc_id, content=doc.content, meta=dict(doc.meta))
-            router_out = result.get("router", {})
-            unsupported += [_source_id(s, root) for s in router_out.get("unclassified", [])]
-            failed += [_source_id(s, root) for s in router_out.get("failed", [])]
-            bar.update(len(batch_paths))
+            for source in result.get("router", {}).get("unclassified", []):
+                suffix = Path(source.meta["doc_id"]).suffix or "(none)"
+                skipped[source.meta["doc_id"]] = f"unsupported file type {suffix} (supported: {SUFFIXES})"
+            bar.update(len(batch))
 
-    if unsupported:
-        suffixes = sorted({Path(doc_id).suffix or "(none)" for doc_id in unsupported})
-        logger.warning("%s: skipped %d file(s) with unsupported types %s", root, len(unsupported), suffixes)
-    empty = sorted(set(doc_ids) - set(converted) - set(unsupported) - set(failed))
-    failed = sorted(set(failed) | set(empty))
-    if failed:
-        logger.warning(
-            "%s: skipped %d file(s) that could not be read or produced no text: %s%s",
-            root,
-            len(failed),
-            ", ".join(failed[:_LISTED]),
-            " ..." if len(failed) > _LISTED else "",
+    for doc_id in set(doc_ids) - set(converted) - set(skipped):
+        skipped[doc_id] = (
+            "no text extracted (empty, a PDF without a text layer, or a converter error logged above)"
         )
     if not converted:
-        raise ValueError(
-            f"{root}: no documents could be converted from {len(paths)} file(s) (supported: {MIME_TYPES})"
+        reasons = [f"{doc_id}: {skipped[doc_id]}" for doc_id in sorted(skipped)[:_LISTED]]
+        raise CorpusError(
+            f"{root}: no documents could be converted from {len(paths)} file(s)"
+            + "".join(f"\n  {reason}" for reason in reasons)
+            + ("\n  ..." if len(skipped) > _LISTED else "")
         )
-    return [converted[doc_id] for doc_id in sorted(converted)]
+    return Conversion([converted[doc_id] for doc_id in sorted(converted)], dict(sorted(skipped.items())))
 
 
-def _source_id(source: Any, root: Path) -> str:
-    """Name a router-rejected source by its doc_id (ByteStreams carry it in meta, paths are made relative)."""
-    meta = getattr(source, "meta", None)
-    if meta is not None and "doc_id" in meta:
-        return str(meta["doc_id"])
-    return Path(source).relative_to(root).as_posix()
+def _read_source(path: Path, encoding: str) -> ByteStream:
+    """The file's bytes for the router; a text file must decode, and a codec other than UTF-8 goes in meta."""
+    try:
+        stream = ByteStream.from_file_path(path, meta={"file_path": str(path)}, guess_mime_type=True)
+    except OSError as exc:
+        raise _Unreadable(f"cannot be read ({exc.strerror or exc})") from None
+    if stream.mime_type in TEXT_MIME_TYPES:
+        codec = _text_codec(stream.data, encoding)
+        if codec != "utf-8":
+            stream.meta["encoding"] = codec
+    return stream
+
+
+def _text_codec(data: bytes, encoding: str) -> str:
+    """The name of the codec that decodes `data`: `encoding`, or under "auto" UTF-8, else the detected one.
+
+    Raises _Unreadable naming the first bad byte when the data does not decode.
+    """
+    if encoding != AUTO_ENCODING:
+        return _decoding(data, encoding)
+    try:
+        return _decoding(data, "utf-8")
+    except _Unreadable as not_utf8:
+        best = charset_normalizer.from_bytes(data).best()
+        if best is None:
+            raise _Unreadable(f"{not_utf8}, and no other encoding was detected") from None
+        return _decoding(data, best.encoding)
+
+
+def _decoding(data: bytes, encoding: str) -> str:
+    """`encoding`'s canonical name once `data` is known to decode with it."""
+    name = codecs.lookup(encoding).name
+    try:
+        data.decode(name)
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(
+            f"not {name} text ({exc.reason}: byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return name

@@ -2,7 +2,8 @@
 
 The fingerprint covers corpus content, the ingestion config, the embedder identity and the store type, so sweep
 jobs that share it reuse one index. Snapshots are written to a temporary folder and renamed into place, so a killed
-run never leaves a half-written index that a later run trusts.
+run never leaves a half-written index that a later run trusts; what a killed run does leave (its temporary folder,
+its lock file) is removed by the next build, and a snapshot damaged after the fact is detected and rebuilt.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ import fcntl
 import hashlib
 import importlib.util
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cache
 from importlib.metadata import version
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +34,29 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipelines.builder import build_pipeline
 
-INDEX_FORMAT = 1
+logger = logging.getLogger(__name__)
+
+# 2: the manifest records chunk count, embeddings and creation time, which loading checks the files against.
+INDEX_FORMAT = 2
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
+# Touched on every load: `python -m experiments.cache` prunes by last use.
+LAST_USED = "last_used"
+MANIFEST_FIELDS = {"chunks": int, "embeddings": bool, "created": float}
 PROJECT_PACKAGES = {"components", "pipelines"}
+# The ingestion component that embeds chunks; its model is fingerprinted as `embedder_identity`.
+DOCUMENT_EMBEDDER = "embedder"
 # Settings that change how fast an index is built, not what it contains.
 NOT_CONTENT = {"cache_dir", "progress_bar", "batch_size"}
+# save_snapshot's temp folders: `.<fingerprint>-<writer pid>-<mkdtemp suffix>`; older ones lack the pid.
+TEMP_FOLDER = re.compile(r"\.(?P<fingerprint>.+?)-(?:(?P<pid>\d+)-)?[a-z0-9_]{8}")
+# Writing a snapshot takes seconds; a temp folder this old is debris even if its pid was reused since.
+STALE_AFTER_SECONDS = 6 * 3600
+
+
+class DamagedIndexError(ValueError):
+    """A snapshot whose files disagree with its manifest; the message says which file and how."""
 
 
 @dataclass(frozen=True)
@@ -44,29 +66,33 @@ class IndexInfo:
     cache_hit: bool
     chunks: int
     seconds: float
+    # Why the cached snapshot was discarded and rebuilt (it was damaged); None when there was none to discard.
+    rebuilt_reason: str | None = None
 
 
-def ingest_spec(ingest: DictConfig, document_embedder: DictConfig) -> dict[str, Any]:
-    """The ingestion graph: configured splitters in `ingest.chain`, then spans, heading prefix, embedding, write."""
+def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dict[str, Any]:
+    """The ingestion graph: configured splitters in `ingest.chain`, then spans, heading prefix, embedding, write.
+
+    `document_embedder=None` leaves embedding out, for query pipelines that read no vectors (BM25 only): the
+    snapshot then has no embeddings, and its fingerprint differs from the embedded index's.
+    """
     chain = list(ingest.chain)
     components: dict[str, Any] = {name: _plain(ingest.splitters[name]) for name in chain}
     components |= {
         "spans": {"_target_": "components.chunk_span_locator.ChunkSpanLocator"},
         "prefix": {"_target_": "components.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
-        "embedder": _plain(document_embedder),
-        "writer": {
-            "_target_": "haystack.components.writers.DocumentWriter",
-            "document_store": "@store",
-            "policy": "OVERWRITE",
-        },
     }
-    connections = [[f"{a}.documents", f"{b}.documents"] for a, b in zip(chain, chain[1:], strict=False)]
-    connections += [
-        [f"{chain[-1]}.documents", "spans.chunks"],
-        ["spans.documents", "prefix.documents"],
-        ["prefix.documents", "embedder.documents"],
-        ["embedder.documents", "writer.documents"],
-    ]
+    if document_embedder is not None:
+        components[DOCUMENT_EMBEDDER] = _plain(document_embedder)
+    components["writer"] = {
+        "_target_": "haystack.components.writers.DocumentWriter",
+        "document_store": "@store",
+        "policy": "OVERWRITE",
+    }
+    after_spans = list(components)[len(chain) :]
+    connections = [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(chain)]
+    connections.append([f"{chain[-1]}.documents", "spans.chunks"])
+    connections += [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(after_spans)]
     return {
         "name": f"ingest-{ingest.name}",
         "components": components,
@@ -76,13 +102,15 @@ def ingest_spec(ingest: DictConfig, document_embedder: DictConfig) -> dict[str, 
 
 
 def index_fingerprint(corpus_fingerprint: str, spec: Mapping[str, Any], embedder_identity: str, store_kind: str) -> str:
+    """Without a document embedder in `spec` the index holds no vectors, so `embedder_identity` does not count."""
+    embeds = DOCUMENT_EMBEDDER in spec["components"]
     content = {
         "format": INDEX_FORMAT,
         "haystack": version("haystack-ai"),
         "code": _project_code_digest(spec),
         "corpus": corpus_fingerprint,
-        "spec": _content_only(spec),
-        "embedder": embedder_identity,
+        "spec": _content_only(_without_embedder_model(spec)),
+        "embedder": embedder_identity if embeds else None,
         "store": store_kind,
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -103,12 +131,60 @@ def _plain(config: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
 
 
-def _content_only(value: Any) -> Any:
+def _without_embedder_model(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The document embedder's `model` is a machine-specific resolved path, fingerprinted as `embedder_identity`."""
+    components = dict(spec["components"])
+    if DOCUMENT_EMBEDDER in components:
+        components[DOCUMENT_EMBEDDER] = {k: v for k, v in components[DOCUMENT_EMBEDDER].items() if k != "model"}
+    return {**spec, "components": components}
+
+
+def _content_only(value: Any, key: str | None = None) -> Any:
     if isinstance(value, Mapping):
-        return {k: _content_only(v) for k, v in value.items() if k not in NOT_CONTENT and k != "model"}
+        return {k: _content_only(v, k) for k, v in value.items() if k not in NOT_CONTENT}
     if isinstance(value, list):
         return [_content_only(v) for v in value]
+    if key == "model" and isinstance(value, str):
+        return _model_content(value)
     return value
+
+
+def _model_content(ref: str) -> str:
+    """A model that changes the index (e.g. a semantic splitter's), named by content rather than location.
+
+    `model_identity` names local weights by absolute path plus modification times, which differ between
+    machines and virtualenvs holding the same weights, so one cache would never be shared. Here a Hugging Face
+    snapshot folder is named by its revision (the hub's own content address) and any other local file or folder
+    by a SHA-256 of its files' names and bytes (read once per process while unchanged). A reference that is not
+    a local path (a hub id, an API model name) is its own identity.
+    """
+    path = Path(os.path.abspath(Path(ref).expanduser()))  # not resolve(): hub files are symlinks into blobs/
+    if not path.exists():
+        return ref
+    parts = path.parts
+    for i in range(1, len(parts) - 1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith("models--"):
+            repo = parts[i - 1].removeprefix("models--").replace("--", "/")
+            return f"hf:{repo}@{'/'.join(parts[i + 1 :])}"
+    return f"sha256:{_content_digest(path)}"
+
+
+def _content_digest(path: Path) -> str:
+    base = path if path.is_dir() else path.parent
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return _digest(tuple((f.relative_to(base).as_posix(), str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@cache
+def _digest(files: tuple[tuple[str, str, int, int], ...]) -> str:
+    """Of names and bytes; paths, sizes and mtimes only key the cache, so unchanged weights are read once."""
+    digest = hashlib.sha256()
+    for name, file, _, _ in files:
+        digest.update(f"{name}\n".encode())
+        with open(file, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()[:20]
 
 
 def build_index(
@@ -118,36 +194,137 @@ def build_index(
     cache_dir: Path,
     fingerprint: str,
 ) -> IndexInfo:
-    """Fills `store` from the cached snapshot when there is one, else runs ingestion and snapshots the result."""
+    """Fills `store` from the cached snapshot when there is one, else runs ingestion and snapshots the result.
+
+    Parallel sweep jobs wait on the fingerprint's lock for the first builder instead of re-embedding. A damaged
+    snapshot is reported once, discarded and rebuilt.
+    """
     start = time.perf_counter()
     path = cache_dir / fingerprint
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with (cache_dir / f".{fingerprint}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sweep jobs wait for the first builder instead of re-embedding
+    remove_stale(cache_dir)
+    with build_lock(cache_dir, fingerprint):
+        damage = None
         if (path / MANIFEST).exists():
-            chunks = load_snapshot(path, store)
-            return IndexInfo(fingerprint, path, True, chunks, time.perf_counter() - start)
+            try:
+                chunks = load_snapshot(path, store)
+                return IndexInfo(fingerprint, path, True, chunks, time.perf_counter() - start)
+            except DamagedIndexError as e:
+                damage = str(e)
+                logger.warning("index %s is damaged (%s); rebuilding", path, damage)
+                shutil.rmtree(path)
         ingest = build_pipeline(spec, {"store": store}, key="ingest")
         ingest.warm_up()
         ingest.run(documents=documents)
         stored = store.filter_documents()
-        save_snapshot(stored, path, {"fingerprint": fingerprint, "chunks": len(stored)})
-    return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start)
+        save_snapshot(stored, path, {"fingerprint": fingerprint})
+    return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start, damage)
+
+
+@contextmanager
+def build_lock(cache_dir: Path, fingerprint: str, blocking: bool = True) -> Iterator[bool]:
+    """Holds the fingerprint's lock; yields False at once when not `blocking` and another process holds it.
+
+    The lock file is removed on release while still held, so finished builds leave none behind.
+    """
+    path = cache_dir / f".{fingerprint}.lock"
+    fd = _locked_fd(path, blocking)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _locked_fd(path: Path, blocking: bool) -> int | None:
+    """An flock on the file now at `path`; None when not `blocking` and it is held elsewhere.
+
+    A lock won on a file that its holder unlinked meanwhile guards nothing (the next process creates a new file),
+    so then it retries on the file that is there now.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        if _is_file_at(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    try:
+        there = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+def remove_stale(cache_dir: Path) -> None:
+    """Removes what killed builds leave behind: temp folders no live process writes, lock files nobody holds."""
+    for folder in stale_temp_folders(cache_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+    for lock in cache_dir.glob(".*.lock"):
+        with build_lock(cache_dir, lock.name[1 : -len(".lock")], blocking=False):
+            pass  # held elsewhere: left alone; free: taken, and so unlinked on release
+
+
+def stale_temp_folders(cache_dir: Path) -> list[Path]:
+    """Snapshot temp folders whose writer is gone: its pid (in the name) is dead, or the folder is hours old."""
+    stale = []
+    for folder in cache_dir.glob(".*"):
+        match = TEMP_FOLDER.fullmatch(folder.name)
+        if match and folder.is_dir() and _is_stale(folder, match["pid"]):
+            stale.append(folder)
+    return stale
+
+
+def _is_stale(folder: Path, pid: str | None) -> bool:
+    try:
+        age = time.time() - folder.stat().st_mtime
+    except FileNotFoundError:  # another build's sweep removed it first
+        return False
+    return age > STALE_AFTER_SECONDS or (pid is not None and not _is_alive(int(pid)))
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any]) -> None:
-    """Writes chunks (JSONL) and embeddings (one float32 matrix) into a temp folder, then renames it into place."""
+    """Writes chunks (JSONL) and embeddings (one float32 matrix) into a temp folder, then renames it into place.
+
+    The manifest records what the files must hold (chunk count, whether there are embeddings) so that loading
+    can tell a damaged snapshot from a good one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-{os.getpid()}-", dir=path.parent))
     try:
         with (tmp / CHUNKS).open("w", encoding="utf-8") as f:
             for doc in documents:
                 record = doc.to_dict(flatten=False)
                 record.pop("embedding", None)
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        if documents and all(d.embedding is not None for d in documents):
+        embeds = bool(documents) and all(d.embedding is not None for d in documents)
+        if embeds:
             np.save(tmp / EMBEDDINGS, np.asarray([d.embedding for d in documents], dtype=np.float32))
-        (tmp / MANIFEST).write_text(json.dumps(manifest | {"format": INDEX_FORMAT}, indent=2))
+        facts = {"chunks": len(documents), "embeddings": embeds, "created": time.time(), "format": INDEX_FORMAT}
+        (tmp / MANIFEST).write_text(json.dumps(manifest | facts, indent=2))
         if path.exists() and not (path / MANIFEST).exists():  # debris without a manifest is never trusted
             shutil.rmtree(path)
         try:
@@ -160,12 +337,64 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
 
 
 def load_snapshot(path: Path, store: DocumentStore) -> int:
-    with (path / CHUNKS).open(encoding="utf-8") as f:
-        documents = [Document.from_dict(json.loads(line)) for line in f]
-    if (path / EMBEDDINGS).exists():
-        documents = [
-            replace(doc, embedding=row.tolist())
-            for doc, row in zip(documents, np.load(path / EMBEDDINGS), strict=True)
-        ]
+    """Writes the snapshot into `store` only once all of it has been read and checked; records the use."""
+    documents = read_snapshot(path)
     store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    (path / LAST_USED).touch()
     return len(documents)
+
+
+def read_snapshot(path: Path) -> list[Document]:
+    """The snapshot's chunks with their embeddings; DamagedIndexError when a file disagrees with the manifest."""
+    manifest = read_manifest(path)
+    documents = _read_chunks(path / CHUNKS)
+    if len(documents) != manifest["chunks"]:
+        raise DamagedIndexError(f"{CHUNKS} has {len(documents)} chunks, the manifest records {manifest['chunks']}")
+    if not manifest["embeddings"]:
+        return documents
+    embeddings = _read_embeddings(path / EMBEDDINGS)
+    if len(embeddings) != len(documents):
+        raise DamagedIndexError(f"{EMBEDDINGS} has {len(embeddings)} rows for {len(documents)} chunks")
+    return [replace(doc, embedding=row.tolist()) for doc, row in zip(documents, embeddings, strict=True)]
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The snapshot's manifest; DamagedIndexError when it is missing, unparsable or lacks a field loading needs."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DamagedIndexError(f"{MANIFEST} is missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DamagedIndexError(f"{MANIFEST} is not valid JSON") from None
+    for key, kind in MANIFEST_FIELDS.items():
+        if not isinstance(manifest, dict) or not isinstance(manifest.get(key), kind):
+            raise DamagedIndexError(f"{MANIFEST} has no valid '{key}'")
+    return manifest
+
+
+def _read_chunks(file: Path) -> list[Document]:
+    if not file.exists():
+        raise DamagedIndexError(f"{CHUNKS} is missing")
+    documents = []
+    try:
+        with file.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                try:
+                    documents.append(Document.from_dict(json.loads(line)))
+                except (ValueError, TypeError, KeyError, AttributeError):  # JSONDecodeError is a ValueError
+                    raise DamagedIndexError(f"{CHUNKS} line {number} is not a valid chunk") from None
+    except UnicodeDecodeError:
+        raise DamagedIndexError(f"{CHUNKS} is not valid UTF-8") from None
+    return documents
+
+
+def _read_embeddings(file: Path) -> np.ndarray:
+    if not file.exists():
+        raise DamagedIndexError(f"the manifest records embeddings but {EMBEDDINGS} is missing")
+    try:
+        embeddings = np.load(file)
+    except (ValueError, OSError, EOFError) as e:
+        raise DamagedIndexError(f"{EMBEDDINGS} is unreadable: {e}") from None
+    if embeddings.ndim != 2:
+        raise DamagedIndexError(f"{EMBEDDINGS} is not a matrix (shape {embeddings.shape})")
+    return embeddings

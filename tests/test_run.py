@@ -1,6 +1,8 @@
 """End-to-end jobs through `run.py`: real MiniLM, real index, real MLflow (sqlite) runs and a real `-m` sweep."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -47,7 +49,7 @@ def test_retrieval_job_logs_a_complete_run_and_reuses_its_index(tmp_path):
     assert "retrieval @10" in cold.stdout
     metrics = json.loads((job_dir(tmp_path, "cold") / "metrics.json").read_text())
     info = json.loads((job_dir(tmp_path, "cold") / "run.json").read_text())
-    for key in ("retrieval/mrr_at_10", "retrieval/ndcg_at_50", "stage/bm25/recall_at_5", "stage/dense/hit_at_1",
+    for key in ("retrieval/mrr_at_10", "retrieval/ndcg_at_20", "stage/bm25/recall_at_5", "stage/dense/hit_at_1",
                 "context/hit_at_5", "latency/p95_ms", "latency/bm25/p95_ms", "time/index_seconds", "index/chunks"):
         assert key in metrics, key
     assert metrics["index/cache_hit"] == 0
@@ -224,7 +226,7 @@ def test_a_broken_golden_set_fails_before_work_and_the_run_ends_failed(tmp_path)
     )
     assert result.returncode == 2
     assert "golden.jsonl:1" in result.stderr and "q1" in result.stderr
-    runs = client(tmp_path).search_runs([client(tmp_path).get_experiment_by_name("local").experiment_id])
+    runs = client(tmp_path).search_runs([client(tmp_path).get_experiment_by_name("corpus").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
     assert "evidence quote not found" in runs[0].data.tags["ragtune.error"]
 
@@ -239,3 +241,104 @@ def test_an_unavailable_hub_model_fails_with_one_clear_line(tmp_path):
     result = run(tmp_path, "models=bge_m3", check=False)
     assert result.returncode == 2
     assert "BAAI/bge-m3" in result.stderr and "Traceback" not in result.stderr
+
+
+def runs_of(tmp_path: Path, experiment: str = "demo") -> list:
+    mlflow_client = client(tmp_path)
+    return mlflow_client.search_runs([mlflow_client.get_experiment_by_name(experiment).experiment_id])
+
+
+def test_a_bug_mid_evaluation_keeps_its_traceback_and_ends_the_run_failed(tmp_path):
+    result = run(tmp_path, "pipeline=bm25", "reranker._target_=tests.failing_component.FailsOnThirdQuestion",
+                 check=False)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "reranker bug on the third question" in result.stderr
+    (logged,) = runs_of(tmp_path)
+    assert logged.info.status == "FAILED" and "reranker bug" in logged.data.tags["ragtune.error"]
+    assert "error.txt" in {a.path for a in client(tmp_path).list_artifacts(logged.info.run_id)}
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_evaluation_ends_the_run_killed_with_one_line(tmp_path, sig, code):
+    args = [sys.executable, str(ROOT / "run.py"), f"paths.cache={tmp_path / 'cache'}",
+            f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "dataset.subset=en"]
+    process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list((tmp_path / "cache").glob("index/*/manifest.json")):
+        time.sleep(0.5)
+    time.sleep(3)  # the first questions are being answered
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == code
+    assert f"interrupted by {sig.name}; the MLflow run ends KILLED" in err and "Traceback" not in err
+    assert [r.info.status for r in runs_of(tmp_path)] == ["KILLED"]
+
+
+def test_a_run_left_running_by_sigkill_is_marked_stale_by_the_next_run(tmp_path):
+    from experiments.tracking import HOST_TAG, PID_TAG, STALE_TAG
+
+    mlflow_client = client(tmp_path)
+    experiment = mlflow_client.create_experiment("demo")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = mlflow_client.create_run(experiment, tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()})
+    run(tmp_path, "pipeline=bm25", "dataset.subset=en")
+    stale = mlflow_client.get_run(orphan.info.run_id)
+    assert stale.info.status == "FAILED" and STALE_TAG in stale.data.tags
+
+
+def test_mlflow_tracking_uri_is_honoured_and_overrides_win(tmp_path):
+    env_db, flag_db = tmp_path / "env.db", tmp_path / "flag.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{env_db}"}
+    base = [sys.executable, str(ROOT / "run.py"), f"paths.cache={tmp_path / 'cache'}", "pipeline=bm25",
+            "dataset.subset=en"]
+    from_env = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert from_env.returncode == 0, from_env.stderr[-3000:]
+    assert f"MLflow tracking store: sqlite:///{env_db}" in from_env.stderr
+    flagged = subprocess.run([*base, f"mlflow.tracking_uri=sqlite:///{flag_db}"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert flagged.returncode == 0 and f"MLflow tracking store: sqlite:///{flag_db}" in flagged.stderr
+    assert (tmp_path / "artifacts").is_dir()  # the artifact root sits beside the sqlite store
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_an_unreachable_tracking_server_fails_in_seconds_naming_the_key(tmp_path):
+    start = time.perf_counter()
+    result = run(tmp_path, "mlflow.tracking_uri=http://127.0.0.1:9", check=False)
+    assert result.returncode == 2 and time.perf_counter() - start < 60
+    assert "error: mlflow.tracking_uri: MLflow tracking server http://127.0.0.1:9 is unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_artifact_root_under_a_file_is_refused_before_any_experiment_exists(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    result = run(tmp_path, f"mlflow.artifact_root={tmp_path / 'afile' / 'artifacts'}", check=False)
+    assert result.returncode == 2
+    assert f"mlflow.artifact_root: {tmp_path / 'afile' / 'artifacts'} is not a folder" in result.stderr
+    assert client(tmp_path).get_experiment_by_name("demo") is None
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("+retriver.top_k=5", "config key 'retriver': unknown top-level key (added with +retriver...?); did you mean 'retriever'?"),
+    ("objective=answer/f1", "config key 'objective': this run logged no metric 'answer/f1'"),
+])
+def test_misspelt_keys_and_a_missing_objective_fail_clearly(tmp_path, override, message):
+    result = run(tmp_path, "pipeline=bm25", "dataset.subset=en", override, check=False)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_sweep_goes_on_past_a_bad_point_and_names_it(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run(tmp_path, "-m", "pipeline=bm25", "dataset.subset=en", "retriever.top_k=5,0,10",
+                 f"hydra.sweep.dir={sweep_dir}", check=False)
+    assert result.returncode == 1
+    assert "1 of 3 sweep jobs failed:" in result.stderr and "must be > 0" in result.stderr
+    parent_id = json.loads((sweep_dir / "mlflow_parent_run.json").read_text())["run_id"]
+    mlflow_client = client(tmp_path)
+    assert mlflow_client.get_run(parent_id).info.status == "FINISHED"
+    children = sorted(runs_of(tmp_path), key=lambda r: r.data.tags.get("ragtune.job_num", "9"))
+    children = [c for c in children if c.info.run_id != parent_id]
+    assert [c.info.status for c in children] == ["FINISHED", "FAILED", "FINISHED"]
+    assert [c.info.run_name for c in children] == ["bm25 top_k=5", "bm25 top_k=0", "bm25 top_k=10"]
+    paired = {a.path for a in mlflow_client.list_artifacts(parent_id, "compare")}
+    assert len([p for p in paired if p.endswith(".csv")]) == 1  # top_k=10 against top_k=5; the failed job is skipped

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from experiments.datasets.base import Dataset, config_dict
+from experiments.datasets.base import Dataset, DatasetError, config_dict
 from experiments.datasets.beir import load_beir
 from experiments.datasets.demo import load_demo
 from experiments.datasets.halueval import load_halueval
@@ -15,7 +15,7 @@ from experiments.datasets.local import load_local
 
 KINDS = ("demo", "local", "beir", "halueval")
 
-__all__ = ["KINDS", "Dataset", "load_dataset"]
+__all__ = ["KINDS", "Dataset", "DatasetError", "load_dataset"]
 
 
 def load_dataset(cfg: DictConfig | Mapping, cache_dir: Path) -> Dataset:
@@ -30,4 +30,4 @@ def load_dataset(cfg: DictConfig | Mapping, cache_dir: Path) -> Dataset:
         return load_beir(config)
     if kind == "halueval":
         return load_halueval(config, Path(cache_dir))
-    raise ValueError(f"dataset.kind: unknown kind {kind!r} (valid: {', '.join(KINDS)})")
+    raise DatasetError(f"dataset.kind: unknown kind {kind!r} (valid: {', '.join(KINDS)})")

@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,18 +15,27 @@ from haystack import Document
 from omegaconf import DictConfig, OmegaConf
 
 from components.text import LANGUAGES, detect_corpus_language
+from experiments.errors import UserError
 from experiments.golden import GoldenItem
 
 COMMON_KEYS = ("kind", "name", "language")
 
 
-
-class DatasetUnavailableError(RuntimeError):
+class DatasetUnavailableError(UserError, RuntimeError):
     """The data a dataset config names cannot be had here (download failed, file damaged)."""
+
+
+class DatasetError(UserError, ValueError):
+    """A wrong `dataset.*` setting or a malformed dataset file; the message names the key or file:line."""
+
 
 @dataclass(frozen=True)
 class Dataset:
-    """Canonical documents plus golden items; the fingerprints key the index cache and the MLflow run."""
+    """Canonical documents plus golden items; the fingerprints key the index cache and the MLflow run.
+
+    `skipped_files` maps each corpus file left out (unreadable, undecodable, unsupported, no text) to the
+    reason, so the run can show what the corpus lacks.
+    """
 
     name: str
     language: str
@@ -36,6 +45,7 @@ class Dataset:
     golden_fingerprint: str
     fingerprint: str
     source: dict
+    skipped_files: dict[str, str] = field(default_factory=dict)
 
 
 def config_dict(cfg: DictConfig | Mapping) -> dict[str, Any]:
@@ -50,7 +60,7 @@ def check_keys(cfg: Mapping[str, Any], allowed: Iterable[str]) -> None:
     valid = set(COMMON_KEYS) | set(allowed)
     unknown = sorted(set(cfg) - valid)
     if unknown:
-        raise ValueError(
+        raise DatasetError(
             f"dataset.{unknown[0]}: unknown key for dataset.kind={cfg.get('kind')!r} "
             f"(valid keys: {', '.join(sorted(valid))})"
         )
@@ -60,7 +70,7 @@ def require(cfg: Mapping[str, Any], key: str) -> Any:
     """The value of a mandatory key, or an error naming it (Hydra's "???" placeholder counts as unset)."""
     value = cfg.get(key)
     if value is None or value in ("", "???"):
-        raise ValueError(f"dataset.{key}: required for dataset.kind={cfg.get('kind')!r}")
+        raise DatasetError(f"dataset.{key}: required for dataset.kind={cfg.get('kind')!r}")
     return value
 
 
@@ -69,9 +79,9 @@ def resolve_path(cfg: Mapping[str, Any], key: str, *, is_dir: bool) -> Path:
     path = Path(str(require(cfg, key))).expanduser()
     path = path if path.is_absolute() else Path.cwd() / path
     if is_dir and not path.is_dir():
-        raise ValueError(f"dataset.{key}: directory not found: {path}")
+        raise DatasetError(f"dataset.{key}: directory not found: {path}")
     if not is_dir and not path.is_file():
-        raise ValueError(f"dataset.{key}: file not found: {path}")
+        raise DatasetError(f"dataset.{key}: file not found: {path}")
     return path
 
 
@@ -83,9 +93,9 @@ def int_option(
     if value is None:
         if nullable:
             return None
-        raise ValueError(f"dataset.{key}: must be an integer >= {minimum}, got null")
+        raise DatasetError(f"dataset.{key}: must be an integer >= {minimum}, got null")
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
+        raise DatasetError(
             f"dataset.{key}: must be an integer >= {minimum}{' or null' if nullable else ''}, got {value!r}"
         )
     return value
@@ -95,7 +105,7 @@ def resolve_language(cfg: Mapping[str, Any], texts: Sequence[str], default: str 
     """`dataset.language` as configured, or detected from the corpus when it is "auto"."""
     language = cfg.get("language", default) or default
     if language not in LANGUAGES:
-        raise ValueError(f"dataset.language: must be one of {', '.join(LANGUAGES)}, got {language!r}")
+        raise DatasetError(f"dataset.language: must be one of {', '.join(LANGUAGES)}, got {language!r}")
     return language if language != "auto" else detect_corpus_language(texts)
 
 
@@ -144,6 +154,7 @@ def make_dataset(
     golden: list[GoldenItem],
     settings: Mapping[str, Any],
     source: dict,
+    skipped_files: Mapping[str, str] | None = None,
 ) -> Dataset:
     """Assemble a Dataset; `settings` are the loader options that change results (sample size, seed, ...)."""
     corpus_fp = corpus_fingerprint(documents)
@@ -160,19 +171,33 @@ def make_dataset(
         golden_fingerprint=golden_fp,
         fingerprint=hashlib.sha256(combined).hexdigest(),
         source=source,
+        skipped_files=dict(skipped_files or {}),
     )
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) for each non-blank UTF-8 line; a bad byte is reported at its file:line.
+
+    Lines are decoded one by one because a text-mode file decodes whole buffers, losing the line number.
+    """
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                byte = f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
+                raise DatasetError(f"{path}:{number}: not UTF-8 text ({exc.reason}: {byte})") from None
+            if line.strip():
+                yield number, line
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line, with errors that point at file:line."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    for number, line in read_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        yield number, record

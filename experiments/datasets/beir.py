@@ -11,11 +11,13 @@ from haystack import Document
 
 from experiments.datasets.base import (
     Dataset,
+    DatasetError,
     check_keys,
     int_option,
     make_dataset,
     package_versions,
     read_jsonl,
+    read_lines,
     resolve_language,
     resolve_path,
 )
@@ -47,7 +49,7 @@ def load_beir(cfg: Mapping[str, Any]) -> Dataset:
     if max_queries is not None:
         golden = golden[:max_queries]
     if not golden:
-        raise ValueError(
+        raise DatasetError(
             f"{qrels_path}: no query of {queries_path.name} has a positive qrel (dataset.split={split!r})"
         )
 
@@ -71,7 +73,7 @@ def load_beir(cfg: Mapping[str, Any]) -> Dataset:
 def _existing(path: Path, key: str) -> Path:
     """Name the missing BEIR file and the config key that points at its folder."""
     if not path.is_file():
-        raise ValueError(f"dataset.{key}: {path.name} not found in {path.parent}")
+        raise DatasetError(f"dataset.{key}: {path.name} not found in {path.parent}")
     return path
 
 
@@ -81,7 +83,7 @@ def _qrels_path(root: Path, split: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise ValueError(
+    raise DatasetError(
         f"dataset.split: no qrels for split {split!r}: looked for {' and '.join(str(p) for p in candidates)}"
     )
 
@@ -91,10 +93,10 @@ def _field(record: dict[str, Any], key: str, where: str, *, required: bool) -> s
     value = record.get(key)
     if value is None:
         if required:
-            raise ValueError(f"{where}: missing {key!r}")
+            raise DatasetError(f"{where}: missing {key!r}")
         return ""
     if not isinstance(value, str | int) or isinstance(value, bool):
-        raise ValueError(f"{where}: {key!r} must be a string, got {type(value).__name__}")
+        raise DatasetError(f"{where}: {key!r} must be a string, got {type(value).__name__}")
     return str(value)
 
 
@@ -107,7 +109,7 @@ def _read_corpus(path: Path) -> list[Document]:
         title = _field(record, "title", where, required=False).strip()
         text = _field(record, "text", where, required=True)
         if doc_id in documents:
-            raise ValueError(f"{where}: duplicate _id {doc_id!r}")
+            raise DatasetError(f"{where}: duplicate _id {doc_id!r}")
         meta = {key: value for key, value in record.items() if key not in {"_id", "title", "text"}}
         meta["doc_id"] = doc_id
         if title:
@@ -115,7 +117,7 @@ def _read_corpus(path: Path) -> list[Document]:
         content = f"{title}\n\n{text}" if title else text
         documents[doc_id] = Document(id=doc_id, content=content, meta=meta)
     if not documents:
-        raise ValueError(f"{path}: the corpus is empty")
+        raise DatasetError(f"{path}: the corpus is empty")
     return [documents[doc_id] for doc_id in sorted(documents)]
 
 
@@ -124,32 +126,27 @@ def _read_qrels(path: Path, doc_ids: set[str]) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     unknown: list[str] = []
     first = True
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            is_first, first = first, False
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) != 3:
-                raise ValueError(
-                    f"{path}:{number}: expected 3 tab-separated fields (query-id corpus-id score)"
-                )
-            query_id, doc_id, score = (field.strip() for field in fields)
-            try:
-                relevance = int(score)
-            except ValueError:
-                if is_first:
-                    continue  # header line, e.g. "query-id corpus-id score"
-                raise ValueError(f"{path}:{number}: score must be an integer, got {score!r}") from None
-            if doc_id not in doc_ids:
-                unknown.append(f"{path}:{number}: {doc_id!r}")
-                continue
-            if relevance > 0:
-                qrels.setdefault(query_id, {})[doc_id] = relevance
-            else:
-                qrels.setdefault(query_id, {})
+    for number, line in read_lines(path):
+        is_first, first = first, False
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != 3:
+            raise DatasetError(f"{path}:{number}: expected 3 tab-separated fields (query-id corpus-id score)")
+        query_id, doc_id, score = (field.strip() for field in fields)
+        try:
+            relevance = int(score)
+        except ValueError:
+            if is_first:
+                continue  # header line, e.g. "query-id corpus-id score"
+            raise DatasetError(f"{path}:{number}: score must be an integer, got {score!r}") from None
+        if doc_id not in doc_ids:
+            unknown.append(f"{path}:{number}: {doc_id!r}")
+            continue
+        if relevance > 0:
+            qrels.setdefault(query_id, {})[doc_id] = relevance
+        else:
+            qrels.setdefault(query_id, {})
     if unknown:
-        raise ValueError(
+        raise DatasetError(
             f"{path}: {len(unknown)} qrel(s) name doc ids missing from corpus.jsonl, e.g. "
             + "; ".join(unknown[:_LISTED])
         )
@@ -167,7 +164,7 @@ def _read_queries(
         where = f"{path}:{number}"
         query_id = _field(record, "_id", where, required=True)
         if query_id in seen:
-            raise ValueError(f"{where}: duplicate _id {query_id!r}")
+            raise DatasetError(f"{where}: duplicate _id {query_id!r}")
         seen.add(query_id)
         if query_id not in qrels:
             continue  # a query of another split
@@ -188,7 +185,7 @@ def _read_queries(
         )
     missing = sorted(set(qrels) - seen)
     if missing:
-        raise ValueError(
+        raise DatasetError(
             f"{qrels_path}: {len(missing)} query id(s) missing from {path}, e.g. {', '.join(missing[:_LISTED])}"
         )
     return items, dropped

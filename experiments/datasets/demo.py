@@ -6,9 +6,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from experiments.datasets.base import Dataset, check_keys, make_dataset, package_versions, resolve_language
+from experiments.datasets.base import (
+    Dataset,
+    DatasetError,
+    check_keys,
+    make_dataset,
+    package_versions,
+    resolve_language,
+)
 from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
 from experiments.golden import load_golden, locate_evidence
+from pipelines.conversion import AUTO_ENCODING
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"
 SUBSETS = ("en", "zh")
@@ -19,16 +27,16 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
     check_keys(cfg, ("subset",))
     subset = cfg.get("subset")
     if subset is not None and subset not in SUBSETS:
-        raise ValueError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
+        raise DatasetError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
     corpus_dir = DEMO_DIR / "corpus"
     golden_path = DEMO_DIR / "golden.jsonl"
     if not corpus_dir.is_dir() or not golden_path.is_file():
-        raise ValueError(
+        raise DatasetError(
             f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir} and {golden_path}"
         )
 
-    documents = load_corpus(corpus_dir, "**/*", None)
-    golden = load_golden(golden_path, documents)
+    documents, skipped = load_corpus(corpus_dir, "**/*", None, AUTO_ENCODING)
+    golden = load_golden(golden_path, documents, skipped)
     if subset is not None:
         # Re-locate within the subset so no span or relevant doc points outside the searched documents.
         documents = [doc for doc in documents if doc.id.startswith(f"{subset}/")]
@@ -49,4 +57,5 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
             "documents": len(documents),
             "package_versions": package_versions(*CONVERSION_PACKAGES),
         },
+        skipped_files=skipped,
     )

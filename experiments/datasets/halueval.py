@@ -22,6 +22,7 @@ from haystack import Document
 
 from experiments.datasets.base import (
     Dataset,
+    DatasetError,
     DatasetUnavailableError,
     check_keys,
     int_option,
@@ -61,7 +62,7 @@ def load_halueval(cfg: Mapping[str, Any], cache_dir: Path) -> Dataset:
         documents += _read_distractors(archive, distractors)
 
     if sample is not None and sample > len(rows):
-        raise ValueError(
+        raise DatasetError(
             f"dataset.sample: {sample} exceeds the {len(rows)} HaluEval-QA questions (use null for all)"
         )
     golden = [
@@ -129,7 +130,7 @@ def _lines(archive: zipfile.ZipFile, member: str) -> Iterator[tuple[int, dict[st
                 try:
                     yield number, json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise ValueError(
+                    raise DatasetError(
                         f"{archive.filename}!{member}:{number}: invalid JSON ({exc.msg})"
                     ) from None
 
@@ -140,7 +141,7 @@ def _read_qa(archive: zipfile.ZipFile) -> list[dict[str, str]]:
     for number, row in _lines(archive, QA_MEMBER):
         missing = [key for key in QA_FIELDS if not isinstance(row.get(key), str)]
         if missing:
-            raise ValueError(f"{archive.filename}!{QA_MEMBER}:{number}: missing string field(s) {missing}")
+            raise DatasetError(f"{archive.filename}!{QA_MEMBER}:{number}: missing string field(s) {missing}")
         rows.append(row)
     return rows
 
@@ -152,14 +153,14 @@ def _read_distractors(archive: zipfile.ZipFile, count: int) -> list[Document]:
         return documents
     for number, row in _lines(archive, SUMMARIZATION_MEMBER):
         if not isinstance(row.get("document"), str):
-            raise ValueError(
+            raise DatasetError(
                 f"{archive.filename}!{SUMMARIZATION_MEMBER}:{number}: missing string field 'document'"
             )
         doc_id = f"halueval-sum-{number - 1}"
         documents.append(Document(id=doc_id, content=row["document"], meta={"doc_id": doc_id}))
         if len(documents) == count:
             return documents
-    raise ValueError(
+    raise DatasetError(
         f"dataset.distractors: {count} exceeds the {len(documents)} HaluEval summarization articles"
     )
 

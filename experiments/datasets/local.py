@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from haystack import Document
-
 from experiments.datasets.base import (
     Dataset,
+    DatasetError,
     check_keys,
     make_dataset,
     package_versions,
@@ -18,9 +18,9 @@ from experiments.datasets.base import (
     resolve_path,
 )
 from experiments.golden import load_golden
-from pipelines.conversion import convert_files
+from pipelines.conversion import AUTO_ENCODING, Conversion, convert_files
 
-KEYS = ("corpus_dir", "golden", "glob", "meta_file")
+KEYS = ("corpus_dir", "golden", "glob", "meta_file", "encoding")
 CONVERSION_PACKAGES = ("haystack-ai", "trafilatura", "pypdf")
 
 
@@ -31,9 +31,10 @@ def load_local(cfg: Mapping[str, Any]) -> Dataset:
     golden_path = resolve_path(cfg, "golden", is_dir=False)
     meta_path = resolve_path(cfg, "meta_file", is_dir=False) if cfg.get("meta_file") else None
     glob = str(cfg.get("glob") or "**/*")
+    encoding = encoding_option(cfg)
 
-    documents = load_corpus(corpus_dir, glob, meta_path)
-    golden = load_golden(golden_path, documents)
+    documents, skipped = load_corpus(corpus_dir, glob, meta_path, encoding)
+    golden = load_golden(golden_path, documents, skipped)
     return make_dataset(
         name=str(cfg.get("name") or "local"),
         language=resolve_language(cfg, [doc.content for doc in documents]),
@@ -46,14 +47,32 @@ def load_local(cfg: Mapping[str, Any]) -> Dataset:
             "golden": str(golden_path),
             "glob": glob,
             "meta_file": str(meta_path) if meta_path else None,
+            "encoding": encoding,
             "documents": len(documents),
+            # A detected codec can be wrong for short single-byte texts: keep which files it decided.
+            "non_utf8_files": {doc.id: doc.meta["encoding"] for doc in documents if "encoding" in doc.meta},
             "package_versions": package_versions(*CONVERSION_PACKAGES),
         },
+        skipped_files=skipped,
     )
 
 
-def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None) -> list[Document]:
-    """Canonical documents of the files matching `glob` (hidden files and folders excluded)."""
+def encoding_option(cfg: Mapping[str, Any]) -> str:
+    """`dataset.encoding`: "auto" or a codec Python knows, checked before any file is read."""
+    encoding = str(cfg.get("encoding") or AUTO_ENCODING)
+    if encoding != AUTO_ENCODING:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise DatasetError(
+                f"dataset.encoding: unknown codec {encoding!r} "
+                f"(use {AUTO_ENCODING} or a Python codec name such as utf-8, gbk, big5, cp1252)"
+            ) from None
+    return encoding
+
+
+def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None, encoding: str) -> Conversion:
+    """Documents of the files matching `glob` (hidden files and folders excluded), plus the skipped ones."""
     try:
         paths = sorted(
             path
@@ -61,21 +80,22 @@ def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None) -> list[Doc
             if path.is_file() and not any(part.startswith(".") for part in path.relative_to(corpus_dir).parts)
         )
     except (ValueError, NotImplementedError) as exc:
-        raise ValueError(f"dataset.glob: invalid pattern {glob!r} ({exc})") from None
+        raise DatasetError(f"dataset.glob: invalid pattern {glob!r} ({exc})") from None
     if not paths:
-        raise ValueError(f"dataset.glob: {glob!r} matches no files under {corpus_dir}")
+        raise DatasetError(f"dataset.glob: {glob!r} matches no files under {corpus_dir}")
     extra_meta = read_meta_file(meta_path) if meta_path else {}
-    documents = convert_files(corpus_dir, paths, {doc_id: meta for doc_id, (_, meta) in extra_meta.items()})
-    known = {doc.id for doc in documents}
+    metas = {doc_id: meta for doc_id, (_, meta) in extra_meta.items()}
+    conversion = convert_files(corpus_dir, paths, metas, encoding=encoding)
+    known = {doc.id for doc in conversion.documents} | set(conversion.skipped)
     unknown = [
         f"{meta_path}:{line}: {doc_id!r}" for doc_id, (line, _) in extra_meta.items() if doc_id not in known
     ]
     if unknown:
-        raise ValueError(
+        raise DatasetError(
             f"dataset.meta_file: {len(unknown)} doc_id(s) are not documents of {corpus_dir}: "
             + "; ".join(unknown[:5])
         )
-    return documents
+    return conversion
 
 
 def read_meta_file(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
@@ -83,9 +103,11 @@ def read_meta_file(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
     entries: dict[str, tuple[int, dict[str, Any]]] = {}
     for number, record in read_jsonl(path):
         if not isinstance(record.get("doc_id"), str):
-            raise ValueError(f'{path}:{number}: expected an object with a string "doc_id"')
+            raise DatasetError(f'{path}:{number}: expected an object with a string "doc_id"')
         doc_id = record.pop("doc_id")
         if doc_id in entries:
-            raise ValueError(f"{path}:{number}: duplicate doc_id {doc_id!r} (first on line {entries[doc_id][0]})")
+            raise DatasetError(
+                f"{path}:{number}: duplicate doc_id {doc_id!r} (first on line {entries[doc_id][0]})"
+            )
         entries[doc_id] = (number, record)
     return entries

@@ -205,11 +205,39 @@ class TestLifecycle:
             index_dir=str(tmp_path),
         )
         data = retriever.to_dict()
-        assert data["type"] == "components.bm25_retriever.BM25sRetriever"
-        assert data["init_parameters"]["document_store"] == store.to_dict()
+        assert data == {
+            "type": "components.bm25_retriever.BM25sRetriever",
+            "init_parameters": {
+                "document_store": store.to_dict(),
+                "top_k": 3,
+                "k1": 1.2,
+                "b": 0.5,
+                "method": "robertson",
+                "language": "en",
+                "stopwords": "en",
+                "index_dir": str(tmp_path),
+            },
+        }
         clone = BM25sRetriever.from_dict(data)
         assert isinstance(clone.document_store, InMemoryDocumentStore)
+        expected = {name: value for name, value in data["init_parameters"].items() if name != "document_store"}
+        assert {name: getattr(clone, name) for name in expected} == expected
         assert clone.to_dict() == data
+
+    def test_to_dict_with_defaults(self, store):
+        assert BM25sRetriever(store).to_dict() == {
+            "type": "components.bm25_retriever.BM25sRetriever",
+            "init_parameters": {
+                "document_store": store.to_dict(),
+                "top_k": 10,
+                "k1": 1.5,
+                "b": 0.75,
+                "method": "lucene",
+                "language": "auto",
+                "stopwords": None,
+                "index_dir": None,
+            },
+        }
 
     def test_tokenizer_identity(self, store):
         retriever = BM25sRetriever(store, language="en", stopwords="en")

@@ -58,10 +58,27 @@ def test_support_threshold_decides():
     assert strict["unsupported_sentences"] and not lenient["unsupported_sentences"]
 
 
-def test_bad_params_and_round_trip():
+def test_bad_params():
     with pytest.raises(ValueError, match="support_threshold"):
         CitationVerifier(REFUSALS, support_threshold=2)
     with pytest.raises(ValueError, match="refusal_patterns"):
         CitationVerifier(REFUSALS, ["("])
-    original = CitationVerifier(REFUSALS, ["x"], 0.7)
-    assert CitationVerifier.from_dict(original.to_dict()).to_dict() == original.to_dict()
+
+
+def test_to_dict_with_defaults():
+    assert CitationVerifier(REFUSALS).to_dict() == {
+        "type": "components.citation_verifier.CitationVerifier",
+        "init_parameters": {"refusals": REFUSALS, "refusal_patterns": [], "support_threshold": 0.5},
+    }
+
+
+def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
+    data = CitationVerifier(REFUSALS, ["no idea"], 0.7).to_dict()
+    assert data == {
+        "type": "components.citation_verifier.CitationVerifier",
+        "init_parameters": {"refusals": REFUSALS, "refusal_patterns": ["no idea"], "support_threshold": 0.7},
+    }
+    clone = CitationVerifier.from_dict(data)
+    assert (clone.refusals, clone.refusal_patterns, clone.support_threshold) == (REFUSALS, ["no idea"], 0.7)
+    assert clone.to_dict() == data
+    assert clone.is_refusal("No idea, sorry.") and clone.is_refusal(REFUSALS["zh"])

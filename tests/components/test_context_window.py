@@ -25,6 +25,19 @@ def test_rejects_bad_params(kwargs):
         ContextWindow(**kwargs)
 
 
-def test_round_trips_through_dict():
-    window = ContextWindow(top_k=4, max_chars=900)
-    assert ContextWindow.from_dict(window.to_dict()).to_dict() == window.to_dict()
+def test_to_dict_with_defaults():
+    assert ContextWindow().to_dict() == {
+        "type": "components.context_window.ContextWindow",
+        "init_parameters": {"top_k": 3, "max_chars": None},
+    }
+
+
+def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
+    data = ContextWindow(top_k=4, max_chars=900).to_dict()
+    assert data == {
+        "type": "components.context_window.ContextWindow",
+        "init_parameters": {"top_k": 4, "max_chars": 900},
+    }
+    clone = ContextWindow.from_dict(data)
+    assert (clone.top_k, clone.max_chars) == (4, 900)
+    assert clone.to_dict() == data

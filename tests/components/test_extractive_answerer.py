@@ -42,9 +42,23 @@ def test_bad_params(kwargs):
         ExtractiveAnswerer({"zh": "x"})
 
 
-def test_round_trips_through_dict():
-    original = ExtractiveAnswerer(REFUSALS, min_score=0.2, max_sentences=2)
-    assert ExtractiveAnswerer.from_dict(original.to_dict()).to_dict() == original.to_dict()
+def test_to_dict_with_defaults():
+    assert ExtractiveAnswerer(REFUSALS).to_dict() == {
+        "type": "components.extractive_answerer.ExtractiveAnswerer",
+        "init_parameters": {"refusals": REFUSALS, "min_score": 0.5, "max_sentences": 1, "rank_penalty": 0.1},
+    }
+
+
+def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
+    data = ExtractiveAnswerer(REFUSALS, min_score=0.2, max_sentences=2, rank_penalty=0.3).to_dict()
+    assert data == {
+        "type": "components.extractive_answerer.ExtractiveAnswerer",
+        "init_parameters": {"refusals": REFUSALS, "min_score": 0.2, "max_sentences": 2, "rank_penalty": 0.3},
+    }
+    clone = ExtractiveAnswerer.from_dict(data)
+    restored = (clone.refusals, clone.min_score, clone.max_sentences, clone.rank_penalty)
+    assert restored == (REFUSALS, 0.2, 2, 0.3)
+    assert clone.to_dict() == data
 
 
 def test_rank_penalty_lets_the_retriever_order_break_near_ties():

@@ -41,6 +41,29 @@ def test_config_errors_are_named():
         LocalizedChatPromptBuilder({"en": "x", "zh": "y"}, {"en": "r"})
 
 
-def test_round_trips_through_dict():
-    original = builder()
-    assert LocalizedChatPromptBuilder.from_dict(original.to_dict()).to_dict() == original.to_dict()
+def test_to_dict_with_defaults():
+    assert builder().to_dict() == {
+        "type": "components.localized_prompt_builder.LocalizedChatPromptBuilder",
+        "init_parameters": {
+            "templates": PROMPT["templates"],
+            "refusals": PROMPT["refusals"],
+            "default_language": PROMPT["default_language"],
+        },
+    }
+
+
+def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
+    templates = {
+        "en": '{% message role="user" %}EN {{ refusal }} {{ query }}{% endmessage %}',
+        "zh": '{% message role="user" %}ZH {{ refusal }} {{ query }}{% endmessage %}',
+    }
+    refusals = {"en": "No.", "zh": "不。"}
+    data = LocalizedChatPromptBuilder(templates, refusals, default_language="zh").to_dict()
+    assert data == {
+        "type": "components.localized_prompt_builder.LocalizedChatPromptBuilder",
+        "init_parameters": {"templates": templates, "refusals": refusals, "default_language": "zh"},
+    }
+    clone = LocalizedChatPromptBuilder.from_dict(data)
+    assert (clone.templates, clone.refusals, clone.default_language) == (templates, refusals, "zh")
+    assert clone.to_dict() == data
+    assert clone.run(query="年假有几天？", documents=DOCS)["prompt"][0].text == "ZH 不。 年假有几天？"

@@ -183,19 +183,50 @@ class TestSocketsAndSerialisation:
     def test_to_dict_from_dict_round_trip(self):
         joiner = RankFusionJoiner(
             paths=["bm25", "dense"],
-            mode="merge",
+            mode="dbsf",
             rrf_k=30,
-            weights={"bm25": 1.0, "dense": 0.5},
+            weights={"bm25": 1, "dense": 0.5},
             min_scores={"dense": 0.3},
             path_languages={"dense": ["en", "zh"]},
             unfit_weight=0.25,
+            agreement_bonus=0.2,
             top_k=7,
         )
         data = joiner.to_dict()
-        assert data["type"] == "components.rank_fusion_joiner.RankFusionJoiner"
+        assert data == {
+            "type": "components.rank_fusion_joiner.RankFusionJoiner",
+            "init_parameters": {
+                "paths": ["bm25", "dense"],
+                "mode": "dbsf",
+                "rrf_k": 30,
+                "weights": {"bm25": 1.0, "dense": 0.5},
+                "min_scores": {"dense": 0.3},
+                "path_languages": {"dense": ["en", "zh"]},
+                "unfit_weight": 0.25,
+                "agreement_bonus": 0.2,
+                "top_k": 7,
+            },
+        }
         clone = RankFusionJoiner.from_dict(data)
         assert clone.to_dict() == data
         assert set(clone.__haystack_input__._sockets_dict) == {"bm25", "dense", "query", "top_k"}
+        assert _ids(clone.run(bm25=BM25, dense=DENSE)) == _ids(joiner.run(bm25=BM25, dense=DENSE))
+
+    def test_to_dict_with_defaults(self):
+        assert RankFusionJoiner(paths=["bm25"]).to_dict() == {
+            "type": "components.rank_fusion_joiner.RankFusionJoiner",
+            "init_parameters": {
+                "paths": ["bm25"],
+                "mode": "rrf",
+                "rrf_k": 60,
+                "weights": None,
+                "min_scores": None,
+                "path_languages": None,
+                "unfit_weight": 0.0,
+                "agreement_bonus": 0.0,
+                "top_k": None,
+            },
+        }
 
     def test_in_a_pipeline_with_named_sockets(self):
         store = InMemoryDocumentStore()

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.datasets import load_dataset
+from experiments.datasets import DatasetError, load_dataset
+from experiments.errors import UserError
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever.", "metadata": {"url": "http://x/1"}},
@@ -101,8 +102,25 @@ def test_beir_fingerprint_tracks_settings(beir):
 )
 def test_beir_bad_lines_name_file_and_line(beir, filename, content, message):
     (beir / filename).write_text(content, encoding="utf-8")
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(DatasetError, match=message):
         load_dataset(_cfg(beir), beir)
+
+
+@pytest.mark.parametrize("filename", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_beir_bad_byte_names_file_and_line(beir, filename):
+    lines = (beir / filename).read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2][:5] + b"\xff" + lines[2][5:]
+    (beir / filename).write_bytes(b"".join(lines))
+    with pytest.raises(DatasetError) as excinfo:
+        load_dataset(_cfg(beir), beir)
+    assert isinstance(excinfo.value, UserError)
+    bad_byte = "invalid start byte: byte 0xff at column 6"
+    assert str(excinfo.value) == f"{beir / filename}:3: not UTF-8 text ({bad_byte})"
+
+
+def test_beir_utf8_bom_is_accepted(beir):
+    (beir / "corpus.jsonl").write_bytes(b"\xef\xbb\xbf" + (beir / "corpus.jsonl").read_bytes())
+    assert [d.id for d in load_dataset(_cfg(beir), beir).documents] == ["d1", "d2", "d3"]
 
 
 def test_beir_unknown_ids_are_errors(beir):

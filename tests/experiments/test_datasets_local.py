@@ -10,7 +10,8 @@ from haystack import Document
 from omegaconf import OmegaConf
 
 from experiments.datasets import Dataset, load_dataset
-from experiments.datasets.base import corpus_fingerprint, golden_fingerprint
+from experiments.datasets.base import DatasetError, corpus_fingerprint, golden_fingerprint
+from experiments.errors import UserError
 from experiments.golden import GoldenError, GoldenItem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,11 +106,13 @@ def test_local_golden_problems_surface(local):
         ({"language": "fr"}, "dataset.language: must be one of auto, en, zh, mixed, got 'fr'"),
         ({"glob": "**/*.rst"}, r"dataset.glob: '\*\*/\*.rst' matches no files"),
         ({"max_query": 3}, "dataset.max_query: unknown key for dataset.kind='local'"),
+        ({"encoding": "gbkk"}, r"dataset.encoding: unknown codec 'gbkk' \(use auto or a Python codec name"),
     ],
 )
 def test_local_config_errors_name_the_key(local, change, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(DatasetError, match=message) as excinfo:
         load_dataset({**local["cfg"], **change}, local["tmp"])
+    assert isinstance(excinfo.value, UserError) and isinstance(excinfo.value, ValueError)
 
 
 def test_unknown_kind_names_key_and_valid_values(tmp_path):
@@ -131,6 +134,50 @@ def test_meta_file_errors_point_at_lines(local):
     meta.write_text('{"doc_id": "it.txt"}\n{"doc_id": "it.txt"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=f"{meta}:2: duplicate doc_id 'it.txt' \\(first on line 1\\)"):
         load_dataset(base, local["tmp"])
+
+
+def _gbk_corpus(tmp_path: Path) -> dict:
+    corpus = tmp_path / "gbk"
+    corpus.mkdir()
+    (corpus / "leave.txt").write_bytes("员工年假为二十天。".encode("gbk"))
+    (corpus / "it.txt").write_text("Passwords expire every 90 days.", encoding="utf-8")
+    golden = _write_jsonl(
+        tmp_path / "g.jsonl",
+        [{"id": "z1", "question": "年假几天？", "evidence": ["年假为二十天"], "source": "leave.txt"}],
+    )
+    return {"kind": "local", "corpus_dir": str(corpus), "golden": str(golden), "language": "zh"}
+
+
+@pytest.mark.parametrize(
+    ("encoding", "codec", "non_utf8"),
+    [
+        ("auto", "gb18030", {"leave.txt": "gb18030"}),  # detected; the UTF-8 file stays UTF-8
+        ("gbk", "gbk", {"it.txt": "gbk", "leave.txt": "gbk"}),  # forced on every text file
+    ],
+)
+def test_gbk_corpus_file_is_decoded(tmp_path, encoding, codec, non_utf8):
+    dataset = load_dataset({**_gbk_corpus(tmp_path), "encoding": encoding}, tmp_path)
+    leave = next(d for d in dataset.documents if d.id == "leave.txt")
+    assert leave.content == "员工年假为二十天。" and leave.meta["encoding"] == codec
+    (span,) = dataset.golden[0].evidence_spans[0]
+    assert leave.content[span.start : span.end] == "年假为二十天"
+    assert dataset.skipped_files == {}
+    assert dataset.source["encoding"] == encoding
+    assert dataset.source["non_utf8_files"] == non_utf8
+
+
+def test_skipped_files_are_listed_and_explain_golden_errors(tmp_path):
+    cfg = {**_gbk_corpus(tmp_path), "encoding": "utf-8"}
+    reason = "not utf-8 text (invalid start byte: byte 0xb9 at offset 2)"
+    with pytest.raises(GoldenError) as excinfo:
+        load_dataset(cfg, tmp_path)
+    assert excinfo.value.problems == (
+        f"{cfg['golden']}:1 (id=z1): source 'leave.txt' was skipped when the corpus was converted: {reason}",
+    )
+    _write_jsonl(Path(cfg["golden"]), [{"id": "p1", "question": "Passwords?", "evidence": ["every 90 days"]}])
+    dataset = load_dataset(cfg, tmp_path)
+    assert [d.id for d in dataset.documents] == ["it.txt"]
+    assert dataset.skipped_files == {"leave.txt": reason}
 
 
 def test_language_auto_detects_chinese(tmp_path):

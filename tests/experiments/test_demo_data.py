@@ -1,4 +1,8 @@
-"""Fast sanity checks of the shipped demo dataset (data/demo): corpus files and golden.jsonl."""
+"""Fast sanity checks of the shipped demo dataset (data/demo): corpus files and golden.jsonl.
+
+Quotes are checked against the text the index is built from: the documents `dataset.kind=demo` loads,
+converted by `pipelines.conversion` (Haystack's converters and cleaner), not a separate HTML extraction.
+"""
 
 import json
 import re
@@ -7,25 +11,14 @@ from pathlib import Path
 
 import pytest
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"
+from experiments.datasets.demo import DEMO_DIR, load_demo
+from experiments.golden import normalise_whitespace as normalise
+
 CORPUS_DIR = DEMO_DIR / "corpus"
 GOLDEN_PATH = DEMO_DIR / "golden.jsonl"
 
 CATEGORIES = {"fact", "numeric", "procedure", "multi_hop", "unanswerable"}
 CORPUS_SUFFIXES = {".md", ".txt", ".html"}
-
-
-def normalise(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def html_to_text(raw: str) -> str:
-    """The text a reader would see: trafilatura if installed (as ingestion does), else tag stripping."""
-    try:
-        import trafilatura
-    except ImportError:  # pragma: no cover - trafilatura is a declared dependency
-        return re.sub(r"<[^>]+>", " ", raw)
-    return trafilatura.extract(raw) or ""
 
 
 def corpus_files() -> list[Path]:
@@ -34,14 +27,6 @@ def corpus_files() -> list[Path]:
 
 def doc_id(path: Path) -> str:
     return path.relative_to(CORPUS_DIR).as_posix()
-
-
-def load_texts() -> dict[str, str]:
-    texts = {}
-    for path in corpus_files():
-        raw = path.read_text(encoding="utf-8")
-        texts[doc_id(path)] = normalise(html_to_text(raw) if path.suffix == ".html" else raw)
-    return texts
 
 
 def load_golden() -> list[dict]:
@@ -56,8 +41,15 @@ def load_golden() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def texts() -> dict[str, str]:
-    return load_texts()
+def documents() -> dict[str, str]:
+    """doc_id -> converted content of the documents the demo dataset indexes."""
+    return {doc.id: doc.content for doc in load_demo({"kind": "demo"}).documents}
+
+
+@pytest.fixture(scope="module")
+def texts(documents) -> dict[str, str]:
+    """doc_id -> converted content with whitespace normalised, as golden quotes are matched."""
+    return {doc_id: normalise(content) for doc_id, content in documents.items()}
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +79,19 @@ def test_markdown_docs_have_sections():
         assert sum(line.startswith("## ") for line in lines) >= 3, path
 
 
-def test_html_doc_extracts_to_text(texts):
-    for path in CORPUS_DIR.rglob("*.html"):
-        assert len(texts[doc_id(path)]) > 1000, path
+def test_every_corpus_file_converts_to_one_document(documents):
+    assert sorted(documents) == [doc_id(path) for path in corpus_files()]
+    assert all(content and content == content.strip() for content in documents.values())
+
+
+def test_html_doc_converts_to_text_without_markup(documents):
+    html = list(CORPUS_DIR.rglob("*.html"))
+    assert html
+    for path in html:
+        content = documents[doc_id(path)]
+        assert len(content) > 1000, path
+        markup = re.search(r"</?[a-zA-Z][^>]*>|&[a-z]+;", content)
+        assert not markup, f"{path}: markup left in the converted text: {markup.group()!r}"
 
 
 def test_golden_fields_and_ids(golden, texts):
@@ -116,12 +118,16 @@ def test_golden_fields_and_ids(golden, texts):
 
 
 def test_evidence_occurs_verbatim_only_in_source(golden, texts):
+    quotes = 0
     for item in golden:
         for quote in item.get("evidence") or []:
+            quotes += 1
             q = normalise(quote)
-            assert q in texts[item["source"]], f"{item['id']}: quote not in {item['source']}: {quote!r}"
+            source = item["source"]
+            assert q in texts[source], f"{item['id']}: quote not in converted {source}: {quote!r}"
             elsewhere = [d for d, text in texts.items() if d != item["source"] and q in text]
             assert not elsewhere, f"{item['id']}: quote also occurs in {elsewhere}"
+    assert quotes >= 40, quotes
 
 
 def test_golden_counts(golden):

@@ -38,7 +38,7 @@ def problems_of(excinfo: pytest.ExceptionInfo) -> list[str]:
 def test_parse_fields_defaults_and_extra():
     lines = [
         json.dumps(
-            {"id": 7, "question": "Q1?", "evidence": "one quote", "category": "numeric", "lang": "en"}
+            {"id": 7, "question": "Q1?", "evidence": "one quote", "category": "numeric", "x_lang": "en"}
         ),
         "",
         "   ",
@@ -49,6 +49,7 @@ def test_parse_fields_defaults_and_extra():
                 "relevant_doc_ids": ["d1"],
                 "history": [{"role": "user", "content": "hi"}],
                 "source": "d1",
+                "meta": {"owner": "hr", "reviewed": True},
             }
         ),
         json.dumps({"id": "c", "question": "Q3?"}),
@@ -58,9 +59,10 @@ def test_parse_fields_defaults_and_extra():
     ]
     a, b, c, d, e, f = parse_golden(lines, "g.jsonl")
     assert a.id == "7" and a.evidence == ("one quote",) and a.category == "numeric"
-    assert a.extra == {"lang": "en"} and a.answerable and a.evidence_spans == ()
+    assert a.extra == {"x_lang": "en"} and a.answerable and a.evidence_spans == ()
     assert b.relevant_doc_ids == ("d1",) and b.history == ({"role": "user", "content": "hi"},)
-    assert b.source == "d1" and b.answerable and b.extra == {}
+    assert b.source == "d1" and b.answerable and b.extra == {"meta": {"owner": "hr", "reviewed": True}}
+    assert c.extra == {}
     assert not c.answerable and c.reference_answer is None and c.evidence == ()
     assert d.answerable
     assert not e.answerable
@@ -104,6 +106,46 @@ def test_parse_collects_every_problem_with_file_line_and_id():
     assert problems[11].startswith("g.jsonl:9 (id=?): 'id'")
     assert len(problems) == 12
     assert str(excinfo.value).startswith("golden set g.jsonl: 12 problem(s)\n  g.jsonl:2: not valid JSON")
+
+
+def test_misnamed_keys_name_the_key_they_probably_meant():
+    lines = [
+        json.dumps({"id": "q1", "question": "Leave days?", "answer": "20 days", "context": ["20 days"]}),
+        json.dumps({"id": "q2", "query": "Carry over?", "ground_truth": "5", "doc_ids": ["a.md"]}),
+        json.dumps({"id": "q3", "question": "?", "evidense": "x", "Category": "c", "lang": "en", "meta": 3}),
+    ]
+    with pytest.raises(GoldenError) as excinfo:
+        parse_golden(lines, "g.jsonl")
+    assert problems_of(excinfo) == [
+        "g.jsonl:1 (id=q1): unknown key 'answer'; did you mean 'reference_answer'?",
+        "g.jsonl:1 (id=q1): unknown key 'context'; did you mean 'evidence'?",
+        "g.jsonl:2 (id=q2): unknown key 'query'; did you mean 'question'?",
+        "g.jsonl:2 (id=q2): unknown key 'ground_truth'; did you mean 'reference_answer'?",
+        "g.jsonl:2 (id=q2): unknown key 'doc_ids'; did you mean 'relevant_doc_ids'?",
+        "g.jsonl:2 (id=q2): 'question' is missing or empty",
+        "g.jsonl:3 (id=q3): unknown key 'evidense'; did you mean 'evidence'?",
+        "g.jsonl:3 (id=q3): unknown key 'Category'; did you mean 'category'?",
+        "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, history, id, "
+        "question, reference_answer, relevant_doc_ids, source (nest extra fields under 'meta' or prefix them "
+        "with 'x_')",
+        "g.jsonl:3 (id=q3): 'meta' must be an object, got 3",
+    ]
+
+
+def test_a_golden_set_nothing_can_judge_is_an_error(tmp_path):
+    unjudgeable = [
+        {"id": "q1", "question": "Leave days?", "category": "hr"},
+        {"id": "q2", "question": "Carry over?", "answerable": True, "evidence": []},
+    ]
+    with pytest.raises(GoldenError) as excinfo:
+        load_golden(write_jsonl(tmp_path, unjudgeable), [doc("a.md", "Twenty days.")])
+    assert problems_of(excinfo) == [
+        f"{tmp_path / 'golden.jsonl'}: no item can be judged: none has 'evidence', 'relevant_doc_ids' or "
+        "'reference_answer', and none is marked \"answerable\": false"
+    ]
+    refusal_only = [*unjudgeable, {"id": "q3", "question": "CEO's salary?", "answerable": False}]
+    items = load_golden(write_jsonl(tmp_path, refusal_only), [doc("a.md", "Twenty days.")])
+    assert [item.answerable for item in items] == [False, True, False]
 
 
 def test_int_and_string_ids_collide():
@@ -170,10 +212,11 @@ def test_locate_problems_are_collected(tmp_path):
         ],
     )
     with pytest.raises(GoldenError) as excinfo:
-        load_golden(path, docs)
+        load_golden(path, docs, {"nope.md": "not utf-8 text (invalid start byte: byte 0xd4 at offset 0)"})
     assert problems_of(excinfo) == [
         f"{path}:6: not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
-        f"{path}:2 (id=src): source 'nope.md' is not a doc id in the corpus",
+        f"{path}:2 (id=src): source 'nope.md' was skipped when the corpus was converted: "
+        "not utf-8 text (invalid start byte: byte 0xd4 at offset 0)",
         f"{path}:3 (id=rel): relevant_doc_ids entry 'ghost.md' is not a doc id in the corpus",
         f"{path}:4 (id=in-src): evidence quote not found in 'a.md' after whitespace normalisation: 'Epsilon'",
         f"{path}:5 (id=any): evidence quote not found in the corpus after whitespace normalisation: "

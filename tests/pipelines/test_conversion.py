@@ -1,4 +1,3 @@
-import logging
 from pathlib import Path
 
 import pytest
@@ -6,7 +5,11 @@ from haystack import Pipeline
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from pipelines.conversion import build_conversion_pipeline, convert_files
+from experiments.errors import UserError
+from pipelines.conversion import CorpusError, build_conversion_pipeline, convert_files
+
+GBK_TEXT = "员工年假为二十天。"
+NO_TEXT = "no text extracted (empty, a PDF without a text layer, or a converter error logged above)"
 
 HTML = """<html><head><title>Refund policy</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a></nav>
@@ -72,13 +75,13 @@ def test_pipeline_uses_haystack_components():
     }
 
 
-def test_convert_all_types_and_quotes_survive(corpus: Path, caplog):
-    with caplog.at_level(logging.WARNING, logger="pipelines.conversion"):
-        docs = convert_files(corpus, _files(corpus), {"notes.txt": {"tenant": "acme", "acl": ["staff"]}})
+def test_convert_all_types_and_quotes_survive(corpus: Path):
+    docs, skipped = convert_files(corpus, _files(corpus), {"notes.txt": {"tenant": "acme", "acl": ["staff"]}})
     by_id = {d.id: d for d in docs}
     assert list(by_id) == ["guides/setup.md", "notes.txt", "policy.html", "warranty.pdf", "zh.txt"]
     for doc in docs:
         assert doc.meta["doc_id"] == doc.id
+        assert "encoding" not in doc.meta  # every text file here is UTF-8
 
     setup = by_id["guides/setup.md"].content
     assert setup.startswith("# Setup\n\n")  # raw markdown headings kept for the markdown chunker
@@ -99,27 +102,67 @@ def test_convert_all_types_and_quotes_survive(corpus: Path, caplog):
     assert "The warranty covers parts and labour for two years." in by_id["warranty.pdf"].content
     assert "客户可以在购买后三十天内申请退款" in by_id["zh.txt"].content
 
-    messages = " ".join(r.getMessage() for r in caplog.records)
-    assert "skipped 1 file(s) with unsupported types ['.png']" in messages
-    assert "produced no text: empty.txt" in messages
+    assert skipped == {
+        "empty.txt": NO_TEXT,
+        "image.png": "unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf)",
+    }
 
 
 def test_doc_ids_are_posix_relative_paths(corpus: Path):
-    docs = convert_files(corpus, [corpus / "guides" / "setup.md"])
-    assert [d.id for d in docs] == ["guides/setup.md"]
+    docs, skipped = convert_files(corpus, [corpus / "guides" / "setup.md"])
+    assert [d.id for d in docs] == ["guides/setup.md"] and skipped == {}
 
 
 def test_conversion_is_deterministic(corpus: Path):
     first = convert_files(corpus, _files(corpus))
     second = convert_files(corpus, list(reversed(_files(corpus))))
-    assert [(d.id, d.content, d.meta) for d in first] == [(d.id, d.content, d.meta) for d in second]
+    assert [(d.id, d.content, d.meta) for d in first.documents] == [
+        (d.id, d.content, d.meta) for d in second.documents
+    ]
+    assert first.skipped == second.skipped
 
 
-def test_empty_corpus_is_an_error(tmp_path: Path):
+def test_gbk_text_is_detected_or_decoded_as_configured(tmp_path: Path):
+    (tmp_path / "zh.txt").write_bytes(GBK_TEXT.encode("gbk"))
+    (tmp_path / "en.md").write_text("# Leave\n\nTwenty days.\n", encoding="utf-8")
+    auto = {d.id: d for d in convert_files(tmp_path, _files(tmp_path)).documents}
+    assert auto["zh.txt"].content == GBK_TEXT and auto["zh.txt"].meta["encoding"] == "gb18030"
+    assert "encoding" not in auto["en.md"].meta  # UTF-8 is tried first
+    forced = {d.id: d for d in convert_files(tmp_path, _files(tmp_path), encoding="gbk").documents}
+    assert forced["zh.txt"].content == GBK_TEXT and forced["zh.txt"].meta["encoding"] == "gbk"
+    assert forced["en.md"].content == "# Leave\n\nTwenty days." and forced["en.md"].meta["encoding"] == "gbk"
+
+
+def test_undecodable_text_is_skipped_with_its_reason(tmp_path: Path):
+    (tmp_path / "ok.txt").write_text("Twenty days.", encoding="utf-8")
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)))
+    (tmp_path / "zh.txt").write_bytes(GBK_TEXT.encode("gbk"))
+    docs, skipped = convert_files(tmp_path, _files(tmp_path))
+    assert [d.id for d in docs] == ["ok.txt", "zh.txt"]
+    assert skipped == {
+        "binary.txt": "not utf-8 text (invalid start byte: byte 0x80 at offset 128), "
+        "and no other encoding was detected"
+    }
+    docs, skipped = convert_files(tmp_path, _files(tmp_path), encoding="utf-8")
+    assert [d.id for d in docs] == ["ok.txt"]
+    assert skipped == {
+        "binary.txt": "not utf-8 text (invalid start byte: byte 0x80 at offset 128)",
+        "zh.txt": "not utf-8 text (invalid start byte: byte 0xb9 at offset 2)",
+    }
+
+
+def test_empty_corpus_is_an_error_naming_the_reasons(tmp_path: Path):
     (tmp_path / "a.png").write_bytes(b"x")
-    with pytest.raises(ValueError, match="no documents could be converted"):
-        convert_files(tmp_path, [tmp_path / "a.png"])
-    with pytest.raises(ValueError, match="no documents could be converted from 0 file"):
+    (tmp_path / "b.txt").write_bytes(b"\xff\xff")
+    with pytest.raises(CorpusError) as excinfo:
+        convert_files(tmp_path, _files(tmp_path), encoding="gbk")
+    assert isinstance(excinfo.value, UserError) and isinstance(excinfo.value, ValueError)
+    assert str(excinfo.value) == (
+        f"{tmp_path}: no documents could be converted from 2 file(s)\n"
+        "  a.png: unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf)\n"
+        "  b.txt: not gbk text (illegal multibyte sequence: byte 0xff at offset 0)"
+    )
+    with pytest.raises(CorpusError, match="no documents could be converted from 0 file"):
         convert_files(tmp_path, [])
 
 

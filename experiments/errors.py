@@ -1,0 +1,11 @@
+"""The one base class of mistakes a user can fix (config, data, models, environment).
+
+`run.py` prints these as one line and exits 2; anything else is a bug and keeps its traceback. Either way the
+MLflow run ends FAILED with `error.txt`.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in config, data or environment; the message names the key, file or line at fault."""
