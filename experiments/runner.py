@@ -148,6 +148,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         judge = openai_compatible_judge(cfg.eval.judge, embeddings)
 
     index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
+    if index.rebuilt_reason:
+        mlflow.set_tag("ragtune.index_rebuilt", index.rebuilt_reason)
     warm_up = query.warm_up()
     reads_index = {name for name, instance in query.pipeline.walk() if hasattr(instance, "document_store")}
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)

@@ -6,6 +6,7 @@ local default, so a run and its compare never look at different stores.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -69,8 +70,17 @@ def connect(uri: str | None, key: str = "mlflow.tracking_uri", timeout: float = 
                 f"MLFLOW_TRACKING_URI to use the local store {LOCAL_DEFAULT}"
             ) from e
     mlflow.set_tracking_uri(resolved)
+    if resolved.startswith(SQLITE):
+        _initialise_sqlite(Path(resolved[len(SQLITE) :]))
     print(f"MLflow tracking store: {resolved}", file=sys.stderr, flush=True)
     return resolved
+
+
+def _initialise_sqlite(db: Path) -> None:
+    """MLflow creates a new sqlite store's tables on first use; two jobs doing that at once break the migration."""
+    with (db.parent / f".{db.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        MlflowClient().search_experiments(max_results=1)
 
 
 def default_artifact_root(uri: str) -> Path | None:

@@ -79,3 +79,16 @@ def test_gemma_span_answers_quote_the_context_in_english_and_chinese(gemma_spans
 def test_gemma_span_answerer_refuses_without_calling_the_model(gemma_spans):
     reply = gemma_spans.run(query="Which airline flies to Reykjavik?", documents=DOCS)["replies"][0]
     assert reply.text == PROMPT["refusals"]["en"] and reply.meta["usage"]["llm_calls"] == 0
+
+
+def test_span_answerer_offers_at_most_its_token_budget_cut_at_a_word(gemma_spans):
+    budgeted = SpanAnswerer(model=gemma_spans.model, template=PROMPT["span"], refusals=PROMPT["refusals"],
+                            max_text_tokens=12)
+    budgeted._llm = gemma_spans._llm
+    sentence = "Full-time employees accrue 20 days of paid annual leave per calendar year and more besides"
+    words = sentence.split(" ")
+    fitted = budgeted._fit_budget([sentence, "A second sentence that no longer fits."])
+    assert len(fitted) == 1 and words[: len(fitted[0].split())] == fitted[0].split()
+    kept = len(fitted[0].split())
+    assert budgeted._tokens(fitted[0]) <= 12 < budgeted._tokens(" ".join(words[: kept + 1]))
+    assert budgeted._fit_budget(["短句。", "另一个短句。"]) == ["短句。", "另一个短句。"]

@@ -16,7 +16,7 @@ def test_to_dict_with_defaults():
             "min_score": 0.2,
             "max_sentences": 1,
             "max_span_words": 8,
-            "max_text_tokens": 64,
+            "max_text_tokens": 96,
             "rank_penalty": 0.1,
             "n_ctx": 2048,
             "model_kwargs": {},
