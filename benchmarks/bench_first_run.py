@@ -5,8 +5,8 @@
 One untimed run fills the index and model caches; then each timed run is the whole process (imports, config,
 index load, model load, 83 questions, metrics, MLflow logging). Prints the wall time, where it went, the span
 answerer's per-question latency and the answer F1 with its 95 % CI, each against the first-run targets:
-at most 75 s warm on 2 cores, span answerer p95 at most 0.8 s, and F1 inside the CI of the grammar-sampling
-answerer it replaced (0.318 [0.236, 0.405], measured before the change).
+at most 75 s warm on 2 cores, span answerer p95 at most 0.8 s, and F1 no lower than the CI of the grammar-sampling
+answerer it replaced (0.318 [0.236, 0.405], measured before the change): within it, or above.
 """
 
 from __future__ import annotations
@@ -29,12 +29,15 @@ F1_BASELINE = (0.318, 0.236, 0.405)  # grammar-sampled spans, demo set, before t
 
 def timed_run(out: Path, overrides: list[str]) -> tuple[float, dict]:
     start = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), *overrides, f"hydra.run.dir={out}"],
         cwd=ROOT,
-        check=True,
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    if done.returncode:
+        raise SystemExit(f"run.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return time.perf_counter() - start, json.loads((out / "metrics.json").read_text())
 
 
@@ -55,7 +58,7 @@ def report(walls: list[float], metrics: dict) -> list[tuple[str, str, str, str]]
         ("question p50 / p95 (whole pipeline)",
          f"{metrics['latency/p50_ms'] / 1000:.3f} / {metrics['latency/p95_ms'] / 1000:.3f} s", "", ""),
         ("answer F1 [95 % CI]", f"{f1:.3f} [{low:.3f}, {high:.3f}]",
-         f"in [{F1_BASELINE[1]}, {F1_BASELINE[2]}]", _met(F1_BASELINE[1] <= f1 <= F1_BASELINE[2])),
+         f">= {F1_BASELINE[1]} (was {F1_BASELINE[0]})", _met(f1 >= F1_BASELINE[1])),
     ]
     return rows
 
