@@ -60,7 +60,7 @@ def user_error(e: BaseException) -> UserError | OmegaConfBaseException | None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    from experiments.runner import job_identity, objective, run_job
+    from experiments.runner import job_identity, run_job
 
     for noisy in ("haystack", "sentence_transformers", "bm25s", "httpx"):  # their INFO lines drown the progress bars
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -72,8 +72,7 @@ def main(cfg: DictConfig) -> float:
         job_identity(cfg, overrides, hydra_cfg.job.num, parent.swept) if parent else job_identity(cfg, overrides)
     )
     try:
-        result = run_job(cfg, Path(hydra_cfg.runtime.output_dir), identity, parent=parent)
-        return objective(result.metrics, cfg.objective)
+        return run_job(cfg, Path(hydra_cfg.runtime.output_dir), identity, parent=parent).objective
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         print(f"interrupted by {signal.Signals(signum).name}; the MLflow run ends KILLED", file=sys.stderr)

@@ -44,6 +44,7 @@ class JobResult:
     run_id: str
     experiment: str
     metrics: dict[str, float]
+    objective: float
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,15 @@ def objective(metrics: dict[str, float], name: str) -> float:
     return metrics[name]
 
 
-def run_job(cfg: DictConfig, job_dir: Path, identity: JobIdentity, parent: ParentRun | None = None) -> JobResult:
+def run_job(
+    cfg: DictConfig, job_dir: Path, identity: JobIdentity | None = None, parent: ParentRun | None = None
+) -> JobResult:
     """Runs one job; inside a sweep the run is a child of `parent`, in the parent's experiment.
 
     The run opens before validation, so even a bad sweep point is recorded as a FAILED child with its error.
     """
     register_resolvers()
+    identity = identity or job_identity(cfg, [])
     if parent is None:
         experiment_id = use_experiment(cfg.mlflow, experiment_name(cfg))
     else:
@@ -116,13 +120,14 @@ def run_job(cfg: DictConfig, job_dir: Path, identity: JobIdentity, parent: Paren
             log_config_params(run.info.run_id, cfg)
             mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
             metrics = _run(cfg, job_dir, run.info.run_id, experiment)
+            score = objective(metrics, cfg.objective)
         except BaseException as e:
             mlflow.set_tag("ragtune.error", f"{type(e).__name__}: {e}"[:5000])
             mlflow.log_text(traceback.format_exc(), "error.txt")
             if isinstance(e, KeyboardInterrupt):  # SIGINT, or SIGTERM through run.py: MLflow would say FAILED
                 mlflow.end_run(RunStatus.to_string(RunStatus.KILLED))
             raise
-    return JobResult(run.info.run_id, experiment, metrics)
+    return JobResult(run.info.run_id, experiment, metrics, score)
 
 
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
