@@ -26,10 +26,10 @@ class SpanAnswerer:
     The model continues a few-shot completion prompt (a base model such as Gemma-3-270M needs no chat template)
     by greedy decoding restricted to the word spans of the selected sentences (`constrained_choice.choose`), so
     it cannot invent text: the answer is always a quote, cited with its chunk number. Restricting to a token trie
-    instead of a GBNF grammar keeps each step to one forward pass over a 262k-token vocabulary. Chinese
-    sentences are cut into jieba words. When no
-    sentence covers at least `min_score` of the question, it refuses without calling the model. Haystack's
-    llama.cpp integration ships only a chat generator, which has no raw completion, hence this component.
+    instead of a GBNF grammar keeps each step to one forward pass over a 262k-token vocabulary. Chinese sentences
+    are cut into jieba words. When no sentence covers at least `min_score` of the question, it refuses without
+    calling the model. Haystack's llama.cpp integration ships only a chat generator, which has no raw completion,
+    hence this component.
 
     ### Usage example
     ```python
@@ -154,13 +154,16 @@ class SpanAnswerer:
         for sentence in sentences:
             words, joiner = split_words(sentence)
             kept = len(words)
-            while kept and self._tokens(joiner.join(words[:kept])) > left:
+            text = joiner.join(words)
+            used = self._tokens(text)
+            while kept and used > left:
                 kept -= 1
+                text = joiner.join(words[:kept])
+                used = self._tokens(text)
             if not kept:
                 break
-            text = joiner.join(words[:kept])
             fitted.append(text)
-            left -= self._tokens(text)
+            left -= used
         return fitted or [sentences[0]]
 
     def _tokens(self, text: str) -> int:

@@ -6,6 +6,7 @@ import difflib
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class ConfigError(UserError, ValueError):
 
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())
 # Top-level keys a user may add with `+key=...` although no file declares them.
 OPTIONAL_SECTIONS = frozenset({"compare"})
 
@@ -150,14 +152,18 @@ def validate(cfg: DictConfig) -> None:
 
 def _check_top_level_keys(cfg: DictConfig) -> None:
     """`+retriver.top_k=5` would otherwise add a section nothing reads, and the run would ignore it."""
-    known = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
-    known |= set(OmegaConf.load(CONF_DIR / "config.yaml")) | OPTIONAL_SECTIONS
-    known.discard("defaults")
+    known = _known_top_level_keys()
     for key in cfg:
         if key not in known:
             close = difflib.get_close_matches(str(key), sorted(known), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(sorted(known))}"
             raise ConfigError(f"config key '{key}': unknown top-level key (added with +{key}...?){hint}")
+
+
+@cache
+def _known_top_level_keys() -> frozenset[str]:
+    declared = set(OmegaConf.load(CONF_DIR / "config.yaml")) - {"defaults"}
+    return CONFIG_GROUPS | declared | OPTIONAL_SECTIONS
 
 
 def _warn_ks_beyond_depth(ks: list[int], depth: int) -> None:

@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for note in skipped:
         print(f"skip {note}")
-    gated = sorted({v.layer for v in verdicts})
+    gated = {v.layer for v in verdicts}
     skipped_layers = [layer for layer in HEADLINE if layer not in gated]
     if skipped_layers:
         print(f"gate: layers skipped (not logged by both runs): {', '.join(skipped_layers)}")

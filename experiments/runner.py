@@ -6,7 +6,6 @@ The MLflow run opens before any work so that a crash anywhere ends it FAILED wit
 from __future__ import annotations
 
 import json
-import shlex
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from experiments.evaluate import EvalSettings, Evaluation, evaluate
 from experiments.judge import openai_compatible_judge
 from experiments.models import check_endpoint, generator_identity, model_identity, resolve_model
 from experiments.report import print_results, print_skipped_files
-from experiments.sweep import OVERRIDES_TAG, ParentRun, job_tags, short_labels
+from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
 from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component, reads_embeddings
 from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
@@ -66,11 +65,10 @@ def job_identity(
     shown = [
         o
         for o in overrides
-        if (key := o.lstrip("+~").split("=")[0]) != "pipeline"
+        if (key := override_key_value(o)[0]) != "pipeline"
         and (key in swept if swept is not None else not key.startswith(UNNAMED_SECTIONS))
     ]
-    tags = job_tags(job_num, overrides) if job_num is not None else {OVERRIDES_TAG: shlex.join(overrides)}
-    return JobIdentity(f"{name} {short_labels([shown])[0]}" if shown else name, tags)
+    return JobIdentity(f"{name} {short_labels([shown])[0]}" if shown else name, job_tags(job_num, overrides))
 
 
 def experiment_name(cfg: DictConfig) -> str:
@@ -181,8 +179,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         "time/eval_seconds": result.seconds,
         "index/cache_hit": float(index.cache_hit),
         "index/chunks": float(index.chunks),
+        "dataset/skipped_files": float(len(dataset.skipped_files)),
     }
-    metrics["dataset/skipped_files"] = float(len(dataset.skipped_files))
     mlflow.log_metrics(metrics)
     if dataset.skipped_files:
         mlflow.log_dict(dataset.skipped_files, "skipped_files.json")

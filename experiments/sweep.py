@@ -25,7 +25,8 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.tracking import PROJECT_ROOT, run_tags, source_tags, use_experiment
+from experiments.config import CONFIG_GROUPS
+from experiments.tracking import run_tags, source_tags, use_experiment
 
 PARENT_FILE = "mlflow_parent_run.json"
 FAILURES_FILE = "failed_jobs.txt"
@@ -35,7 +36,6 @@ ERROR_TAG = "ragtune.error"
 FAILED_JOBS_TAG = "ragtune.failed_jobs"  # on the parent: how many children did not finish
 BASELINE_TAG = "ragtune.baseline"  # on the parent: the label of the child the others were tested against
 BASELINE_KEY = "compare.baseline"  # '+compare.baseline="pipeline=bm25"' (quoted: Hydra) picks the child with it
-CONFIG_GROUPS = frozenset(path.name for path in (PROJECT_ROOT / "conf").iterdir() if path.is_dir())
 log = logging.getLogger(__name__)
 _failed_labels: list[str] = []
 
@@ -64,9 +64,9 @@ def read_parent_run(sweep_dir: str | Path) -> ParentRun | None:
     return ParentRun(**fields | {"swept": tuple(fields.get("swept", ()))})
 
 
-def job_tags(job_num: int, overrides: Sequence[str]) -> dict[str, str]:
-    """What a sweep reads back from a child: its place in override order and its overrides."""
-    return {JOB_NUM_TAG: str(job_num), OVERRIDES_TAG: shlex.join(overrides)}
+def job_tags(job_num: int | None, overrides: Sequence[str]) -> dict[str, str]:
+    """What a sweep reads back from a child: its place in override order (None outside a sweep) and overrides."""
+    return {OVERRIDES_TAG: shlex.join(overrides)} | ({JOB_NUM_TAG: str(job_num)} if job_num is not None else {})
 
 
 def run_overrides(run: Run) -> list[str]:
@@ -92,7 +92,7 @@ def short_labels(overrides_per_run: list[list[str]]) -> list[str]:
     paths their shortest distinct tail. A single run is named by all its overrides; a run left at the defaults
     of every differing key is `defaults`.
     """
-    parsed = [dict(_key_value(o) for o in overrides) for overrides in overrides_per_run]
+    parsed = [dict(override_key_value(o) for o in overrides) for overrides in overrides_per_run]
     keys = list(dict.fromkeys(key for run in parsed for key in run))
     swept = [k for k in keys if len(parsed) == 1 or len({run.get(k) for run in parsed}) > 1]
     short_keys = _distinct_tails(swept, ".")
@@ -100,7 +100,7 @@ def short_labels(overrides_per_run: list[list[str]]) -> list[str]:
     return [" ".join(_shown(k, short_keys[k], values[k][run[k]]) for k in swept if k in run) or "defaults" for run in parsed]
 
 
-def _key_value(override: str) -> tuple[str, str]:
+def override_key_value(override: str) -> tuple[str, str]:
     key, _, value = override.partition("=")
     return key.lstrip("+~"), value
 
@@ -146,8 +146,8 @@ def pick_baseline(children: Sequence[Run], requested: str | None) -> BaselineCho
     first = finished[0]
     if not requested:
         return BaselineChoice(first, f"baseline: {labels[first.info.run_id]} (the first finished job in override order)", False)
-    wanted = {_key_value(o) for o in shlex.split(requested)}
-    matches = [run for run in children if wanted <= {_key_value(o) for o in run_overrides(run)}]
+    wanted = {override_key_value(o) for o in shlex.split(requested)}
+    matches = [run for run in children if wanted <= {override_key_value(o) for o in run_overrides(run)}]
     chosen = next((run for run in matches if run.info.status == "FINISHED"), None)
     if chosen is not None:
         return BaselineChoice(chosen, f"baseline: {labels[chosen.info.run_id]} ({BASELINE_KEY}={requested})", False)

@@ -37,12 +37,11 @@ class TrackingError(UserError):
 
 
 def resolve_tracking_uri(explicit: str | None = None) -> str:
-    """An explicit value, else `$MLFLOW_TRACKING_URI`, else the local sqlite store; relative sqlite paths made absolute."""
-    return tracking_uri(explicit or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_DEFAULT)
+    """An explicit value, else `$MLFLOW_TRACKING_URI`, else the local sqlite store.
 
-
-def tracking_uri(uri: str) -> str:
-    """Makes a relative sqlite path absolute (against the cwd) and creates its folder."""
+    A relative sqlite path is made absolute (against the cwd) and its folder created.
+    """
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_DEFAULT
     if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
         path = Path(uri[len(SQLITE) :]).resolve()
         try:
