@@ -13,7 +13,6 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from types import FrameType
 
 for key, value in {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
@@ -29,24 +28,14 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
+from experiments import interrupts  # noqa: E402
 from experiments.config import register_resolvers  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
+from experiments.interrupts import Interrupted  # noqa: E402
 from experiments.sweep import read_parent_run, record_failed_job  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (timeout, CI cancellation, docker stop) unwinds like Ctrl-C, so the MLflow run ends KILLED."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(signum)
 
 
 def user_error(e: BaseException) -> UserError | OmegaConfBaseException | None:
@@ -92,7 +81,7 @@ def main(cfg: DictConfig) -> float:
 if __name__ == "__main__":
     from experiments.sweep import failed_jobs
 
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    interrupts.install(signal.SIGTERM)
     register_resolvers()
     main()
     sys.exit(EXIT_BUG if failed_jobs() else 0)

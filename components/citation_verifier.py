@@ -29,6 +29,9 @@ class CitationVerifier:
     ```
     """
 
+    # The answer meta it fills: ragtune's answer contract (experiments/answer_contract.py), checked at build time.
+    answer_meta_keys = ("refused", "citations", "unsupported_sentences", "sentences", "invalid_citations", "usage")
+
     def __init__(
         self, refusals: dict[str, str], refusal_patterns: list[str] | None = None, support_threshold: float = 0.5
     ) -> None:

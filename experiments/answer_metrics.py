@@ -16,7 +16,7 @@ from typing import Any
 import jieba
 from haystack.dataclasses import GeneratedAnswer
 
-from components.sentences import parse_citations, strip_citations
+from components.sentences import strip_citations
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ARTICLES = {"a", "an", "the"}
@@ -132,16 +132,18 @@ def answer_scores(
             scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
     if not refused:
         scores |= _citation_scores(meta)
-    usage = meta.get("usage") or {}
-    scores["cost/prompt_tokens"] = float(usage.get("prompt_tokens", 0))
-    scores["cost/completion_tokens"] = float(usage.get("completion_tokens", 0))
     return scores
 
 
 def _citation_scores(meta: dict[str, Any]) -> dict[str, float]:
-    """Citation accuracy: cited chunk numbers that are in the context and cited by a supported sentence."""
-    sentences = meta.get("sentences") or []
-    cited = parse_citations(meta.get("raw") or "")
+    """Read through the answer contract (experiments/answer_contract.py); needs its optional per-sentence report.
+
+    Citation accuracy: the share of citations (`citations` plus `invalid_citations`) that back a supported sentence.
+    """
+    sentences = meta.get("sentences")
+    if sentences is None:
+        return {}
+    cited = [c.get("marker") for c in meta["citations"]] + list(meta.get("invalid_citations") or [])
     backed = {n for s in sentences if s["supported"] for n in s["citations"]}
     scores = {"answer/citation_accuracy": len([n for n in cited if n in backed]) / len(cited) if cited else 0.0}
     if sentences:

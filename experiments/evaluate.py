@@ -1,8 +1,11 @@
 """Answers every golden question through the pipeline and scores all three layers.
 
-Views of the same run: the designated retrieval output (`retrieval/`), what reaches the prompt (`context/`),
-every documents-producing component (`stage/<component>/`), and the answer (`answer/`). Every question also
-gets its first broken layer (experiments/diagnosis.py), and per-question scores are kept for paired tests.
+The pipeline spec says what to feed and what to read (pipelines/builder.py): golden fields go to its inputs
+(`question`, and `history` and `filters` where the item has them), and every view is scored as a layer: the
+retrieval output (`retrieval/`), what reaches the prompt (`context/`), named views, every documents-producing
+component (`stage/<component>/`), and the answer (`answer/`), read through the answer contract. Every question also
+gets its route, its cost (every chat-generator call, wherever it happens) and its first broken layer
+(experiments/diagnosis.py); per-question scores are kept for paired tests.
 """
 
 from __future__ import annotations
@@ -14,23 +17,35 @@ from typing import Any
 
 import numpy as np
 from haystack import Document
-from haystack.dataclasses import GeneratedAnswer
+from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from tqdm import tqdm
 
 from experiments import metric_names
 from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
 from experiments.diagnosis import Evidence, diagnosis_row, first_broken_layer, layer_counts
+from experiments.errors import UserError
 from experiments.golden import GoldenItem
+from experiments.interrupts import raise_if_interrupted
 from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
-from experiments.relevance import Judged
+from experiments.query_metrics import query_scores, query_summary
+from experiments.relevance import Corpus, Judged, locate
 from experiments.relevance import judge as judge_ranking
 from experiments.significance import mean_ci
-from experiments.tracing import timing_components
+from experiments.tracing import ChatUsage, counting_chat_calls, timing_components
 from pipelines.builder import BuiltPipeline
 
 MAX_LOGGED_DOCS = 20
+# Views whose unlocated documents are always reported (0 included); other views only when they have some.
+REPORTED_UNLOCATED = ("retrieval", "context")
+_ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
+
+
+class EvalInputError(UserError, ValueError):
+    """Golden items carry a field the pipeline cannot take, and dropping it would change what is measured."""
+
+
 @dataclass(frozen=True)
 class EvalSettings:
     ks: Sequence[int]
@@ -61,39 +76,100 @@ def evaluate(
     similarity: Similarity | None = None,
     llm_judge: Judge | None = None,
     progress: bool = True,
+    corpus: Corpus | None = None,
 ) -> Evaluation:
     """`index_chunks` (doc id -> its chunks) lets the diagnosis tell chunking failures from retrieval misses;
-    `similarity` scores `answer/semantic_similarity` and `llm_judge` the LLM-judged metrics (each skipped when None)."""
+    `similarity` scores `answer/semantic_similarity` and `llm_judge` the LLM-judged metrics (each skipped when None);
+    `corpus` (doc id -> text) places documents that carry no span (see experiments/relevance.py)."""
+    _check_inputs(query, golden)
     start = time.perf_counter()
     views: dict[str, list[dict[str, float] | None]] = {}
     latencies: list[float] = []
     component_ms: dict[str, list[float]] = {}
     records: list[dict[str, Any]] = []
-    with timing_components() as timer:
+    components = [instance for _, instance in query.pipeline.walk()]
+    costs = query.answer_output is not None or bool(query.llm_components)  # else there is nothing to count
+    with timing_components() as timer, counting_chat_calls(components) as chat:
         for item in tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress):
+            raise_if_interrupted()
             t0 = time.perf_counter()
-            outputs = query.run(query=item.question)
+            outputs = query.run(**pipeline_inputs(query, item))
             latencies.append((time.perf_counter() - t0) * 1000)
-            runs = timer.take()
-            for component, ms in runs.ms.items():
+            for component, ms in timer.take().ms.items():
                 component_ms.setdefault(component, []).append(ms)
-            ranked = _views(query, outputs)
-            judged = {view: judge_ranking(docs, item, settings.min_overlap) for view, docs in ranked.items()}
+            ranked = {"retrieval": [], **query.view_documents(outputs)}
+            judged = {view: judge_ranking(docs, item, settings.min_overlap, corpus) for view, docs in ranked.items()}
             scores = {view: None if j is None else rank_metrics(j, settings.ks) for view, j in judged.items()}
             for view, value in scores.items():
                 views.setdefault(view, []).append(value)
             answer = query.answer(outputs)
             layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
-            layer_scores["cost/llm_calls"] = float(_llm_calls(runs.calls, query.llm_components, answer))
+            layer_scores |= (_cost(chat.take(), answer) if costs else {}) | _unlocated(ranked, corpus)
+            if query.rewriter is not None:
+                layer_scores |= query_scores(item, outputs.get(query.rewriter, {}))
             judge_errors = _apply_judge(llm_judge, item, answer, ranked.get("context", []), layer_scores)
             layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings)
             record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer}
+            if query.route_component is not None:
+                record["route"] = query.route(outputs)
+            if query.rewriter is not None:
+                record["rewritten_question"] = outputs.get(query.rewriter, {}).get("question", item.question)
             records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
     metrics = _summarise(golden, views, latencies, component_ms)
-    metrics |= _layer_summary(records, has_answer=query.answer_output is not None)
+    metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
+    metrics |= _input_summary(query, golden) | _route_summary(records) | _unlocated_summary(records)
+    metrics |= query_summary(records)
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
     return Evaluation(metrics, records, time.perf_counter() - start)
+
+
+def pipeline_inputs(query: BuiltPipeline, item: GoldenItem) -> dict[str, Any]:
+    """The golden fields the pipeline takes: the question always, history and filters where the item has them."""
+    fields: dict[str, Any] = {"question": item.question}
+    if item.history and "history" in query.inputs:
+        fields["history"] = [_ROLES[turn["role"]](turn["content"]) for turn in item.history]
+    if item.filters and "filters" in query.inputs:
+        fields["filters"] = item.filters
+    return fields
+
+
+def _check_inputs(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> None:
+    """Filters cannot be dropped silently: they decide which documents a question may see (tenants, ACLs)."""
+    filtered = [item.id for item in golden if item.filters]
+    if filtered and "filters" not in query.inputs:
+        raise EvalInputError(
+            f"{len(filtered)} golden item(s) carry filters (first: {filtered[0]!r}), but pipeline '{query.name}' has "
+            "no `filters` input; add `inputs.filters: [<retriever>.filters, ...]` to its spec"
+        )
+
+
+def _input_summary(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> dict[str, float]:
+    """Items whose history this pipeline does not read (a `rewriter=none` baseline is the usual reason)."""
+    with_history = sum(bool(item.history) for item in golden)
+    if not with_history:
+        return {}
+    return {"eval/items_with_history": float(with_history), "eval/history_unused": float(
+        0 if "history" in query.inputs else with_history
+    )}
+
+
+def _route_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    routes = [record["route"] for record in records if "route" in record]
+    return {f"route/{name}_rate": routes.count(name) / len(routes) for name in sorted(set(routes))}
+
+
+def _unlocated(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> dict[str, float]:
+    """Documents of each view that carry no span and whose text is nowhere in the corpus (scored non-relevant)."""
+    counts = {view: sum(locate(doc, corpus) is None for doc in docs) for view, docs in ranked.items()}
+    return {
+        f"{view}/unlocated_documents": float(n) for view, n in counts.items() if n or view in REPORTED_UNLOCATED
+    }
+
+
+def _unlocated_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    names = {key for record in records for key in record if key.endswith("/unlocated_documents")}
+    return {name: float(sum(record.get(name, 0) for record in records)) for name in sorted(names)}
 
 
 def _first_broken_layer(
@@ -129,19 +205,17 @@ def _apply_judge(
     return judgement.errors
 
 
-def _llm_calls(calls: Mapping[str, int], chat_generators: frozenset[str], answer: GeneratedAnswer | None) -> int:
-    """Runs of chat generators, plus calls that answerers without a chat socket report as usage `llm_calls`."""
-    reported = int((answer.meta.get("usage") or {}).get("llm_calls", 0)) if answer is not None else 0
-    return sum(calls.get(name, 0) for name in chat_generators) + reported
-
-
-def _views(query: BuiltPipeline, outputs: dict[str, dict[str, Any]]) -> dict[str, list[Document]]:
-    ranked = {"retrieval": query.documents_at(outputs, query.retrieval_output)}
-    if query.context_output is not None:
-        ranked["context"] = query.documents_at(outputs, query.context_output)
-    for component, docs in query.stage_documents(outputs).items():
-        ranked[f"stage/{component}"] = docs
-    return ranked
+def _cost(traced: ChatUsage, answer: GeneratedAnswer | None) -> dict[str, float]:
+    """Traced chat-generator calls and their tokens, plus what an answerer that calls a model outside a chat
+    generator reports as `usage.llm_calls` (with its tokens): the span answerer does."""
+    reported = (answer.meta.get("usage") or {}) if answer is not None else {}
+    untraced = int(reported.get("llm_calls", 0))
+    own = (lambda key: int(reported.get(key, 0))) if "llm_calls" in reported else (lambda key: 0)
+    return {
+        "cost/llm_calls": float(traced.calls + untraced),
+        "cost/prompt_tokens": float(traced.prompt_tokens + own("prompt_tokens")),
+        "cost/completion_tokens": float(traced.completion_tokens + own("completion_tokens")),
+    }
 
 
 def _candidate_chunks(item: GoldenItem, index_chunks: Mapping[str, Sequence[Document]]) -> list[Document]:
@@ -219,15 +293,18 @@ def _summarise(
     return metrics
 
 
-def _layer_summary(records: list[dict[str, Any]], has_answer: bool) -> dict[str, float]:
+def _layer_summary(records: list[dict[str, Any]], has_answer: bool, costs: bool) -> dict[str, float]:
+    """Context and answer means; cost where a model may be called (an answer stage, or an LLM on the query side)."""
     metrics = {name: value for name in metric_names.CONTEXT if (value := _mean(records, name)) is not None}
+    if not costs:
+        return metrics
+    metrics["cost/llm_calls_per_question"] = _mean(records, "cost/llm_calls") or 0.0
+    metrics["cost/prompt_tokens_per_question"] = _mean(records, "cost/prompt_tokens") or 0.0
+    metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
     if not has_answer:
         return metrics
     metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in metric_names.ANSWER) if value is not None}
     metrics["answer/judge_failures"] = float(sum(r.get("answer/judge_failed", 0) for r in records))
-    metrics["cost/llm_calls_per_question"] = _mean(records, "cost/llm_calls") or 0.0
-    metrics["cost/prompt_tokens_per_question"] = _mean(records, "cost/prompt_tokens") or 0.0
-    metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
     return metrics
 
 

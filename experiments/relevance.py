@@ -3,11 +3,15 @@
 Chunk ids change whenever the chunking changes, so golden sets name quotes (located as character spans) or
 documents instead. A unit is credited only to the first ranked entry that covers it, so overlapping or
 duplicate chunks cannot inflate scores.
+
+A document without `meta.span` (a compressed strip, a HyDE passage, a web result) is judged by where its text
+sits in the corpus: an exact substring of its source document (or of any document) gets that substring's span,
+so text that was cut away is never credited. Text found nowhere is non-relevant and counted as unlocated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from haystack import Document
@@ -25,25 +29,52 @@ class Judged:
     ids: tuple[str, ...]
 
 
-def judge(ranking: Sequence[Document], item: GoldenItem, min_overlap: float = 0.5) -> Judged | None:
+# doc id -> its canonical text: where documents without a span are looked up.
+Corpus = Mapping[str, str]
+Location = tuple[str, int, int]
+
+
+def locate(doc: Document, corpus: Corpus | None) -> Location | None:
+    """(doc id, start, end) of `doc` in the corpus: its own span, else where its text occurs; None if nowhere."""
+    doc_id, span = doc.meta.get("doc_id"), doc.meta.get("span")
+    if isinstance(doc_id, str) and isinstance(span, list | tuple) and len(span) == 2:
+        return doc_id, int(span[0]), int(span[1])
+    text = doc.content or ""
+    if not text.strip() or not corpus:
+        return None
+    own = [doc_id] if isinstance(doc_id, str) and doc_id in corpus else []
+    for candidate in own or corpus:
+        start = corpus[candidate].find(text)
+        if start >= 0:
+            return candidate, start, start + len(text)
+    return None
+
+
+def judge(
+    ranking: Sequence[Document], item: GoldenItem, min_overlap: float = 0.5, corpus: Corpus | None = None
+) -> Judged | None:
     """Gains of `ranking` for `item`; None when it is unanswerable or has no units (excluded from retrieval metrics).
 
     Quote mode (item has evidence): a chunk covers quote i when it overlaps some location of the quote in the
     same document by at least `min_overlap` of the quote's length. Doc mode (only relevant_doc_ids): the
-    ranking is collapsed to documents by first occurrence and each relevant document is one unit.
+    ranking is collapsed to documents by first occurrence and each relevant document is one unit. Entries are
+    placed with `locate`; one that cannot be placed gains nothing.
     """
     if not 0 < min_overlap <= 1:
         raise ValueError(f"min_overlap must be in (0, 1], got {min_overlap}")
     if not item.answerable:
         return None
+    locations = [locate(doc, corpus) for doc in ranking]
     if item.evidence:
-        return _judge_quotes(ranking, item, min_overlap)
+        return _judge_quotes(ranking, locations, item, min_overlap)
     if item.relevant_doc_ids:
-        return _judge_docs(ranking, item)
+        return _judge_docs(ranking, locations, item)
     return None
 
 
-def _judge_quotes(ranking: Sequence[Document], item: GoldenItem, min_overlap: float) -> Judged:
+def _judge_quotes(
+    ranking: Sequence[Document], located: Sequence[Location | None], item: GoldenItem, min_overlap: float
+) -> Judged:
     if len(item.evidence_spans) != len(item.evidence):
         raise ValueError(
             f"golden item {item.id!r}: evidence not located; load it with load_golden/locate_evidence"
@@ -56,8 +87,11 @@ def _judge_quotes(ranking: Sequence[Document], item: GoldenItem, min_overlap: fl
             locations.setdefault(span.doc_id, []).append((unit, span.start, span.end, needed))
     credited: set[int] = set()
     gains: list[int] = []
-    for chunk in ranking:
-        doc_id, start, end = _chunk_span(chunk, item)
+    for location in located:
+        if location is None:
+            gains.append(0)
+            continue
+        doc_id, start, end = location
         covered = {
             unit
             for unit, q_start, q_end, needed in locations.get(doc_id, ())
@@ -68,23 +102,13 @@ def _judge_quotes(ranking: Sequence[Document], item: GoldenItem, min_overlap: fl
     return Judged(tuple(gains), len(item.evidence), "quote", tuple(chunk.id for chunk in ranking))
 
 
-def _judge_docs(ranking: Sequence[Document], item: GoldenItem) -> Judged:
+def _judge_docs(ranking: Sequence[Document], located: Sequence[Location | None], item: GoldenItem) -> Judged:
+    """An entry's document is its `meta.doc_id`, else the document its text was found in; unplaced ones gain 0."""
     relevant = set(item.relevant_doc_ids)
-    doc_ids = tuple(dict.fromkeys(_chunk_doc_id(chunk, item) for chunk in ranking))
-    return Judged(tuple(int(doc_id in relevant) for doc_id in doc_ids), len(relevant), "doc", doc_ids)
-
-
-def _chunk_doc_id(chunk: Document, item: GoldenItem) -> str:
-    doc_id = chunk.meta.get("doc_id")
-    if not isinstance(doc_id, str):
-        raise ValueError(f"chunk {chunk.id!r} (judging golden item {item.id!r}): meta 'doc_id' missing")
-    return doc_id
-
-
-def _chunk_span(chunk: Document, item: GoldenItem) -> tuple[str, int, int]:
-    span = chunk.meta.get("span")
-    if not (isinstance(span, list | tuple) and len(span) == 2):
-        raise ValueError(
-            f"chunk {chunk.id!r} (judging golden item {item.id!r}): meta 'span' [start, end] missing"
+    doc_ids = tuple(
+        dict.fromkeys(
+            doc.meta["doc_id"] if isinstance(doc.meta.get("doc_id"), str) else (loc[0] if loc else f"unlocated:{doc.id}")
+            for doc, loc in zip(ranking, located, strict=True)
         )
-    return _chunk_doc_id(chunk, item), int(span[0]), int(span[1])
+    )
+    return Judged(tuple(int(doc_id in relevant) for doc_id in doc_ids), len(relevant), "doc", doc_ids)

@@ -31,7 +31,13 @@ from experiments.models import check_endpoint, generator_identity, model_identit
 from experiments.report import print_results, print_skipped_files
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
-from pipelines.builder import BuiltPipeline, build_pipeline, instantiate_component, reads_embeddings
+from pipelines.builder import (
+    GOLDEN_INPUTS,
+    BuiltPipeline,
+    build_pipeline,
+    instantiate_component,
+    reads_embeddings,
+)
 from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
@@ -139,7 +145,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
     fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
     index_dir = Path(cfg.ingest.cache_dir) / fingerprint
-    query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})
+    query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)}, input_names=GOLDEN_INPUTS)
     mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
 
     if query.llm_components:  # an unreachable endpoint fails before indexing
@@ -172,7 +178,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if judge is not None:
         mlflow.set_tag("ragtune.model.judge", judge.identity)
     similarity = Similarity(embeddings) if embeddings is not None else None
-    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge)
+    corpus = {doc.id: doc.content or "" for doc in dataset.documents}
+    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge, corpus=corpus)
     metrics = result.metrics | {
         "time/index_seconds": index_seconds,
         "time/model_load_seconds": sum(s for name, s in warm_up.items() if name not in reads_index),
@@ -257,10 +264,17 @@ def _write_outputs(
 
 
 def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
-    """Answer metrics embed with the run's own text embedder (models.embedder.text); None without an answer."""
+    """Answer metrics embed with the run's own text embedder (models.embedder.text); None without an answer.
+
+    The pipeline's own query embedder serves when it is the same component (it is warmed up with the pipeline),
+    so the model is not loaded twice.
+    """
     if query.answer_output is None:
         return None
     embedder = instantiate_component(cfg.models.embedder.text, "models.embedder.text", {})
+    same = [c for _, c in query.pipeline.walk() if type(c) is type(embedder) and c.to_dict() == embedder.to_dict()]
+    if same:
+        return ragas_embeddings(same[0])
     embedder.warm_up()
     return ragas_embeddings(embedder)
 

@@ -1,11 +1,14 @@
-"""Per-component latency through Haystack's own tracing hook, so any component in any pipeline is timed."""
+"""What each question cost: per-component latency through Haystack's own tracing hook, so any component in any
+pipeline is timed, and every chat-generator call wherever it happens (also inside QueryExpander, LLMRanker or an
+Agent, which call their generators themselves)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,3 +82,105 @@ def timing_components() -> Iterator[ComponentTimer]:
         yield timer
     finally:
         tracing.enable_tracing(previous)
+
+
+@dataclass(frozen=True)
+class ChatUsage:
+    """Chat-generator calls since the last `take()`, and the tokens their replies reported."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ChatCallCounter:
+    """Counts every call of the chat generators it wraps, and sums the `usage` meta of their replies."""
+
+    def __init__(self) -> None:
+        self._usage = ChatUsage()
+
+    def record(self, result: Any) -> None:
+        prompt = completion = 0
+        replies = result.get("replies") if isinstance(result, dict) else None
+        for reply in replies or []:
+            usage = getattr(reply, "meta", {}).get("usage") or {}
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+        u = self._usage
+        self._usage = ChatUsage(u.calls + 1, u.prompt_tokens + prompt, u.completion_tokens + completion)
+
+    def take(self) -> ChatUsage:
+        usage, self._usage = self._usage, ChatUsage()
+        return usage
+
+
+def is_chat_generator(instance: Any) -> bool:
+    """Haystack's chat-generator shape: a component taking `messages` and giving `replies`."""
+    inputs = getattr(getattr(instance, "__haystack_input__", None), "_sockets_dict", {})
+    outputs = getattr(getattr(instance, "__haystack_output__", None), "_sockets_dict", {})
+    return "messages" in inputs and "replies" in outputs
+
+
+def chat_generators(components: Iterable[Any], depth: int = 3) -> list[Any]:
+    """Chat generators among `components` and inside them (QueryExpander, LLMRanker, Agent hold their own)."""
+    found: dict[int, Any] = {}
+
+    def visit(obj: Any, level: int) -> None:
+        if level > depth or id(obj) in found:
+            return
+        if isinstance(obj, list | tuple):
+            for value in obj:
+                visit(value, level)
+            return
+        if isinstance(obj, dict):
+            for value in obj.values():
+                visit(value, level)
+            return
+        if not hasattr(obj, "__haystack_input__"):
+            return
+        if is_chat_generator(obj):
+            found[id(obj)] = obj
+        for value in vars(obj).values():
+            visit(value, level + 1)
+
+    for instance in components:
+        visit(instance, 0)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def counting_chat_calls(components: Iterable[Any]) -> Iterator[ChatCallCounter]:
+    """Wraps `run` and `run_async` of every chat generator reachable from `components` for the block."""
+    counter = ChatCallCounter()
+    wrapped: list[tuple[Any, str]] = []
+    for generator in chat_generators(components):
+        for method in ("run", "run_async"):
+            original = getattr(generator, method, None)
+            if original is None:
+                continue
+            setattr(generator, method, _counted(original, counter, is_async=method == "run_async"))
+            wrapped.append((generator, method))
+    try:
+        yield counter
+    finally:
+        for generator, method in wrapped:
+            delattr(generator, method)  # the instance attribute goes; the class's method shows through again
+
+
+def _counted(original: Callable[..., Any], counter: ChatCallCounter, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            result = await original(*args, **kwargs)
+            counter.record(result)
+            return result
+
+        return run_async
+
+    @functools.wraps(original)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        counter.record(result)
+        return result
+
+    return run

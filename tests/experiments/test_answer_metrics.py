@@ -36,8 +36,15 @@ def test_chrf_is_ragas_character_f_score_in_unit_range():
     assert 0 < chrf("每月100元", "每月100元补贴") < 1
 
 
-def answer(text, refused=False, sentences=(), raw=None, usage=None):
-    meta = {"refused": refused, "sentences": list(sentences), "raw": raw or text, "usage": usage or {}}
+def answer(text, refused=False, sentences=(), citations=(), invalid=()):
+    """An answer as the contract describes it (experiments/answer_contract.py)."""
+    meta = {
+        "refused": refused,
+        "citations": [{"marker": n} for n in citations],
+        "invalid_citations": list(invalid),
+        "unsupported_sentences": [s["text"] for s in sentences if not s["supported"]],
+        "sentences": list(sentences),
+    }
     return GeneratedAnswer(data=text, query="q", documents=[], meta=meta)
 
 
@@ -47,14 +54,14 @@ def test_answer_scores_for_an_answered_question_with_citations():
         {"text": "Ask HR.", "citations": [2], "support": 0.0, "supported": False},
     ]
     scores = answer_scores(
-        answer("20 days [1]. Ask HR [2].", sentences=sentences, usage={"prompt_tokens": 90, "completion_tokens": 9}),
-        "20 days",
-        answerable=True,
+        answer("20 days [1]. Ask HR [2].", sentences=sentences, citations=[1, 2]), "20 days", answerable=True
     )
     assert scores["answer/citation_accuracy"] == 0.5  # [1] backs a supported sentence, [2] does not
     assert scores["answer/unsupported_sentence_rate"] == 0.5
     assert scores["answer/false_refusal_rate"] == 0.0 and "answer/refusal_accuracy" not in scores
-    assert scores["cost/prompt_tokens"] == 90 and scores["cost/completion_tokens"] == 9
+    # a citation of a chunk outside the context counts against accuracy
+    assert answer_scores(answer("20 days [1] [7].", sentences=sentences[:1], citations=[1], invalid=[7]), "20 days",
+                         answerable=True)["answer/citation_accuracy"] == 0.5
     assert scores["answer/f1"] == pytest.approx(token_f1("20 days. Ask HR.", "20 days"))
 
 

@@ -13,7 +13,7 @@ from experiments.models import (
     model_identity,
     resolve_model,
 )
-from pipelines.builder import PipelineConfigError, build_pipeline
+from pipelines.builder import GOLDEN_INPUTS, PipelineConfigError, build_pipeline
 from tests.paths import CONF
 
 
@@ -41,8 +41,25 @@ def test_every_generating_pipeline_builds_with_every_answer_mode(pipeline, answe
     validate(cfg)
     built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
     assert built.name == pipeline and built.answer_output.component == "answer"
-    assert built.context_output.component == "context_window"
+    assert built.context_output.component == "compressor"  # the compressor slot (none: a pass-through) ends the context
     assert built.llm_components == (frozenset({"generator"}) if answer == "llm" else frozenset())
+
+
+@pytest.mark.parametrize("rewriter", ["none", "rules"])
+@pytest.mark.parametrize("answer", ["llm", "span"])
+def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path):
+    cfg = config("pipeline=advanced", f"rewriter={rewriter}", f"answer={answer}")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    assert built.name == "advanced" and built.rewriter == "rewriter"
+    assert set(built.inputs) == {"question", "history", "filters"}
+    assert [str(s) for s in built.inputs["question"]] == ["rewriter.question"]
+    graph = built.pipeline.graph
+    # every former receiver of the question now hangs off the rewriter, the answer stage's included
+    for receiver in ("bm25", "query_embedder", "fusion", "reranker", "compressor", "answer"):
+        assert graph.has_edge("rewriter", receiver), receiver
+    assert built.context_output.component == "compressor" and graph.has_edge("context_window", "compressor")
 
 
 def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_it():

@@ -1,10 +1,12 @@
 """evaluate() over a real pipeline (BM25 + extractive answer stage) with a scripted judge."""
 
+from dataclasses import replace
+
 import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.evaluate import EvalSettings, evaluate
+from experiments.evaluate import EvalInputError, EvalSettings, evaluate
 from experiments.golden import EvidenceSpan, GoldenItem
 from experiments.judge import Judge
 from pipelines.builder import build_pipeline
@@ -40,7 +42,7 @@ def pipeline(memory):
         "name": "t",
         "components": {"bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
                                 "document_store": "@store", "top_k": 2}},
-        "inputs": {"query": ["bm25.query"]},
+        "inputs": {"question": ["bm25.query"]},
         "retrieval_output": "bm25.documents",
         "context_output": "bm25.documents",
         "answer": answer_stage(),
@@ -72,3 +74,103 @@ def test_all_layers_cost_diagnosis_and_judge_failures_are_summarised():
     assert [row["layer"] for row in result.diagnosis] == ["generation", "generation", "ok"]
     assert m["diagnosis/generation"] == 2 and m["diagnosis/ok"] == 1
     assert m["answer/f1/ci95_low"] <= m["answer/f1"] <= m["answer/f1/ci95_high"]
+
+
+GOLDEN_INPUTS = ("question", "history", "filters")
+TRAVEL = "Flights over six hours may be booked in business class."
+
+
+def follow_up():
+    """An elliptical follow-up: only the history says what 'it' is."""
+    return GoldenItem(id="f1", question="And what is the limit in London?", reference_answer="$310",
+                      evidence=(HOTEL,), evidence_spans=((EvidenceSpan("travel", 0, len(HOTEL)),),),
+                      history=({"role": "user", "content": "Is there a nightly hotel limit?"},
+                               {"role": "assistant", "content": "Yes, it depends on the city."}))
+
+
+def history_pipeline(memory, with_history: bool):
+    """A rewriter made of real Haystack parts: the last user turn is prepended to the question."""
+    rewrite = {"_target_": "haystack.components.converters.OutputAdapter",
+               "template": "{{ history | selectattr('role', 'equalto', 'user') | map(attribute='text') | join(' ') }} {{ question }}",
+               "output_type": str, "unsafe": True}
+    spec = {
+        "name": "h",
+        "components": {"rewrite": rewrite,
+                       "bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
+                                "document_store": "@store", "top_k": 1}},
+        "connections": [["rewrite.output", "bm25.query"]],
+        "inputs": {"question": ["rewrite.question"], "history": ["rewrite.history"]} if with_history
+        else {"question": ["bm25.query"]},
+        "retrieval_output": "bm25.documents",
+    }
+    if not with_history:
+        spec["components"].pop("rewrite")
+        spec["connections"] = []
+    return build_pipeline(spec, {"store": memory}, input_names=GOLDEN_INPUTS)
+
+
+def test_history_reaches_a_pipeline_that_takes_it_and_is_counted_as_unused_otherwise():
+    memory, _ = store()
+    with_history = evaluate(history_pipeline(memory, True), [follow_up()], EvalSettings(ks=[1]), progress=False)
+    assert with_history.metrics["retrieval/recall_at_1"] == 1.0
+    assert with_history.metrics["eval/history_unused"] == 0 and with_history.metrics["eval/items_with_history"] == 1
+    without = evaluate(history_pipeline(memory, False), [follow_up()], EvalSettings(ks=[1]), progress=False)
+    assert without.metrics["eval/history_unused"] == 1
+
+
+def test_filters_reach_the_retriever_and_are_never_dropped_silently():
+    memory, _ = store()
+    item = GoldenItem(id="q", question="paid annual leave days limit", relevant_doc_ids=("travel",),
+                      filters={"field": "meta.doc_id", "operator": "==", "value": "travel"})
+    spec = {"name": "f", "components": {"bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
+                                                  "document_store": "@store", "top_k": 1}},
+            "inputs": {"question": ["bm25.query"], "filters": ["bm25.filters"]}, "retrieval_output": "bm25.documents"}
+    filtered = evaluate(build_pipeline(spec, {"store": memory}), [item], EvalSettings(ks=[1]), progress=False)
+    assert filtered.metrics["retrieval/recall_at_1"] == 1.0  # the filter kept the better-matching leave chunk out
+    unfiltered = evaluate(build_pipeline(spec, {"store": memory}), [replace(item, filters=None)], EvalSettings(ks=[1]),
+                          progress=False)
+    assert unfiltered.metrics["retrieval/recall_at_1"] == 0.0
+    spec["inputs"] = {"question": ["bm25.query"]}
+    with pytest.raises(EvalInputError, match=r"1 golden item\(s\) carry filters \(first: 'q'\), but pipeline 'f' has no `filters` input"):
+        evaluate(build_pipeline(spec, {"store": memory}), [item], EvalSettings(ks=[1]), progress=False)
+
+
+def test_chat_generator_calls_inside_a_component_are_counted_with_their_tokens():
+    """QueryExpander calls its generator itself; the pipeline never sees that call as a component run."""
+    memory, chunks = store()
+    expander = {"_target_": "haystack.components.query.QueryExpander", "n_expansions": 1,
+                "chat_generator": {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+                                   "reply": '{"queries": ["paid annual leave days"]}'}}
+    retriever = {"_target_": "haystack.components.retrievers.MultiQueryTextRetriever",
+                 "retriever": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
+                               "document_store": "@store", "top_k": 1}}
+    spec = {"name": "mq", "components": {"expander": expander, "retriever": retriever},
+            "connections": [["expander.queries", "retriever.queries"]],
+            "inputs": {"question": ["expander.query"]}, "retrieval_output": "retriever.documents"}
+    built = build_pipeline(spec, {"store": memory}, input_names=GOLDEN_INPUTS)
+    assert built.llm_components == frozenset({"expander"})
+    result = evaluate(built, golden()[:2], EvalSettings(ks=[1]), chunks, progress=False)
+    m = result.metrics
+    assert m["cost/llm_calls_per_question"] == 1.0
+    assert m["cost/prompt_tokens_per_question"] == 11 and m["cost/completion_tokens_per_question"] == 5
+    assert result.per_question[0]["retrieval/recall_at_1"] == 1.0
+    # the wrapper is gone after evaluation: the generator is its own class's again
+    generator = built.pipeline.get_component("expander").chat_generator
+    assert "run" not in vars(generator)
+
+
+def test_span_less_documents_are_placed_in_the_corpus_or_counted_as_unlocated():
+    leave_strip = LEAVE[:40]  # a strip cut from the leave chunk, as a compressor would keep it
+    memory = InMemoryDocumentStore()
+    memory.write_documents([Document(id="strip", content=leave_strip, meta={"doc_id": "leave"}),
+                            Document(id="hyde", content="Employees receive generous paid leave of annual days.")])
+    spec = {"name": "u", "components": {"bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
+                                                  "document_store": "@store", "top_k": 2}},
+            "inputs": {"question": ["bm25.query"]}, "retrieval_output": "bm25.documents", "context_output": "bm25.documents"}
+    corpus = {"leave": LEAVE, "travel": HOTEL}
+    result = evaluate(build_pipeline(spec, {"store": memory}), golden()[:1], EvalSettings(ks=[2]), progress=False,
+                      corpus=corpus)
+    m = result.metrics
+    assert m["context/unlocated_documents"] == 1.0 and m["retrieval/unlocated_documents"] == 1.0
+    # the strip holds 40 of the quote's 75 characters: more than half, so it is credited, at its own span
+    assert m["retrieval/recall_at_2"] == 1.0

@@ -101,7 +101,7 @@ def test_parse_collects_every_problem_with_file_line_and_id():
     assert problems[6] == "g.jsonl:7 (id=t): 'relevant_doc_ids' must be a list of strings, got \"d1\""
     assert problems[7] == "g.jsonl:7 (id=t): 'answerable' must be true or false, got \"yes\""
     assert problems[8] == "g.jsonl:8 (id=h): 'category' must be a string, got 3"
-    assert problems[9] == "g.jsonl:8 (id=h): 'history' must be a list of objects, got [\"turn\"]"
+    assert problems[9] == "g.jsonl:8 (id=h): 'history' must be a list of {\"role\": \"user\" or \"assistant\", \"content\": \"...\"} turns, got [\"turn\"]"
     assert problems[10] == "g.jsonl:8 (id=h): 'evidence' holds an empty quote"
     assert problems[11].startswith("g.jsonl:9 (id=?): 'id'")
     assert len(problems) == 12
@@ -125,7 +125,7 @@ def test_misnamed_keys_name_the_key_they_probably_meant():
         "g.jsonl:2 (id=q2): 'question' is missing or empty",
         "g.jsonl:3 (id=q3): unknown key 'evidense'; did you mean 'evidence'?",
         "g.jsonl:3 (id=q3): unknown key 'Category'; did you mean 'category'?",
-        "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, history, id, "
+        "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, filters, history, id, "
         "question, reference_answer, relevant_doc_ids, source (nest extra fields under 'meta' or prefix them "
         "with 'x_')",
         "g.jsonl:3 (id=q3): 'meta' must be an object, got 3",

@@ -2,7 +2,7 @@ import pytest
 from haystack import Document
 
 from experiments.golden import EvidenceSpan, GoldenItem, locate_evidence
-from experiments.relevance import Judged, judge
+from experiments.relevance import Judged, judge, locate
 
 
 def chunk(doc_id: str, start: int, end: int) -> Document:
@@ -98,18 +98,42 @@ def test_gains_do_not_depend_on_chunking():
         assert sum(judge(ranking, item).gains) == 1
 
 
-def test_errors_name_item_and_chunk():
+def test_errors_name_the_item():
     unlocated = GoldenItem(id="raw", question="?", evidence=("quote",))
     with pytest.raises(ValueError, match="golden item 'raw': evidence not located"):
         judge([chunk("a", 0, 10)], unlocated)
-    no_span = Document(id="c1", content="x", meta={"doc_id": "a"})
-    with pytest.raises(ValueError, match=r"chunk 'c1' \(judging golden item 'q'\): meta 'span'"):
-        judge([no_span], quote_item(QUOTE))
-    no_doc = Document(id="c2", content="x", meta={"span": [0, 1]})
-    with pytest.raises(ValueError, match=r"chunk 'c2' \(judging golden item 'q'\): meta 'doc_id'"):
-        judge([no_doc], quote_item(QUOTE))
     with pytest.raises(ValueError, match="min_overlap"):
         judge([], quote_item(QUOTE), min_overlap=0)
+
+
+CORPUS = {"a": "x" * 100 + "Full-time employees accrue 20 days of paid annual leave per year." + "y" * 100, "b": "other"}
+
+
+def test_a_document_without_span_is_judged_where_its_text_sits_in_the_corpus():
+    quote = CORPUS["a"][100:165]
+    item = quote_item((EvidenceSpan("a", 100, 165),))
+    strip = Document(id="s1", content=quote, meta={"doc_id": "a"})  # a compressed strip: exact substring
+    assert locate(strip, CORPUS) == ("a", 100, 165)
+    assert judge([strip], item, corpus=CORPUS).gains == (1,)
+    # text that was cut away is not credited: a strip holding under half of the quote gains nothing
+    cut = Document(id="s2", content=quote[:20], meta={"doc_id": "a"})
+    assert judge([cut], item, corpus=CORPUS).gains == (0,)
+    # without a doc id the whole corpus is searched
+    assert locate(Document(content=quote), CORPUS) == ("a", 100, 165)
+    # text found nowhere (a generated HyDE passage, a web result) is non-relevant, never an error
+    generated = Document(id="h1", content="A hypothetical answer about leave.")
+    assert locate(generated, CORPUS) is None
+    assert judge([generated, strip], item, corpus=CORPUS).gains == (0, 1)
+    # without a corpus, span-less entries simply gain nothing
+    assert judge([strip], item).gains == (0,)
+
+
+def test_doc_mode_places_span_less_documents_by_their_text():
+    item = GoldenItem(id="d", question="?", relevant_doc_ids=("a",))
+    found = Document(id="s", content=CORPUS["a"][100:130])
+    lost = Document(id="h", content="made up")
+    judged = judge([lost, found], item, corpus=CORPUS)
+    assert judged.gains == (0, 1) and judged.ids == ("unlocated:h", "a")
 
 
 def test_an_item_marked_unanswerable_is_not_judged():

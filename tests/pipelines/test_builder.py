@@ -31,7 +31,7 @@ def spec(**overrides):
             "reranker": "none",
         },
         "connections": [["bm25.documents", "reranker.documents"]],
-        "inputs": {"query": ["bm25.query"]},
+        "inputs": {"question": ["bm25.query"]},
         "retrieval_output": "bm25.documents",
         "context_output": "reranker.documents",
     }
@@ -40,11 +40,12 @@ def spec(**overrides):
 
 def test_builds_and_runs_with_named_inputs_and_outputs(store):
     built = build_pipeline(spec(), {"store": store})
-    outputs = built.run(query="leave days")
+    outputs = built.run(question="leave days")
     retrieved = built.documents_at(outputs, built.retrieval_output)
     assert retrieved[0].id == "a"
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == [d.id for d in retrieved]
-    assert list(built.stage_documents(outputs)) == ["bm25"]  # pass-through stages are not separate stages
+    # headline views first, then one stage view per documents output; pass-through stages are not separate stages
+    assert list(built.view_documents(outputs)) == ["retrieval", "context", "stage/bm25"]
 
 
 def test_none_slot_becomes_pass_through_with_the_same_sockets(store):
@@ -57,7 +58,7 @@ def test_none_slot_becomes_pass_through_with_the_same_sockets(store):
 def test_slot_takes_a_real_component(store):
     ranker = {"_target_": "haystack.components.rankers.LostInTheMiddleRanker"}
     built = build_pipeline(spec(components=spec()["components"] | {"reranker": ranker}), {"store": store})
-    outputs = built.run(query="days")
+    outputs = built.run(question="days")
     assert {d.id for d in built.documents_at(outputs, built.context_output)} == {"a", "c"}
 
 
@@ -70,8 +71,8 @@ def test_pipeline_dumps_to_yaml(store):
     [
         ({"connections": [["bm25.documents", "ranker.documents"]]}, "pipeline.connections[0]: unknown component 'ranker'"),
         ({"connections": [["bm25.docs", "reranker.documents"]]}, "has no output 'docs'"),
-        ({"inputs": {"query": ["bm25.question"]}}, "pipeline.inputs.query: component 'bm25'"),
-        ({"inputs": {"query": "bm25"}}, "pipeline.inputs.query: expected 'component.socket'"),
+        ({"inputs": {"question": ["bm25.question"]}}, "pipeline.inputs.question: component 'bm25'"),
+        ({"inputs": {"question": "bm25"}}, "pipeline.inputs.question: expected 'component.socket'"),
         ({"retrieval_output": "bm25.nothing"}, "pipeline.retrieval_output"),
         ({"extra": 1}, "unknown key(s) ['extra']"),
         ({"components": {}}, "pipeline.components: must be a non-empty mapping"),
@@ -154,7 +155,7 @@ def test_a_pass_through_context_output_is_returned_even_when_consumed(store):
     }
     connections = [["bm25.documents", "reranker.documents"], ["reranker.documents", "prompt.documents"]]
     built = build_pipeline(spec(components=components, connections=connections), {"store": store})
-    outputs = built.run(query="days")
+    outputs = built.run(question="days")
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a", "c"]
 
 
@@ -170,7 +171,7 @@ def answer_stage(**overrides):
         },
         "connections": [["context_window.documents", "extractor.documents"], ["context_window.documents", "answer.documents"],
                         ["extractor.replies", "answer.replies"]],
-        "inputs": {"context": ["context_window.documents"], "query": ["extractor.query", "answer.query"]},
+        "inputs": {"context": ["context_window.documents"], "question": ["extractor.query", "answer.query"]},
         "context_output": "context_window.documents",
         "answer_output": "answer.answers",
     }
@@ -179,7 +180,7 @@ def answer_stage(**overrides):
 
 def test_answer_stage_hangs_off_the_context_and_names_the_answer(store):
     built = build_pipeline(spec(answer=answer_stage()), {"store": store})
-    outputs = built.run(query="how many days of annual leave")
+    outputs = built.run(question="how many days of annual leave")
     assert built.context_output.component == "context_window"  # the stage's window is what reaches the prompt
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a"]
     answer = built.answer(outputs)
@@ -189,7 +190,7 @@ def test_answer_stage_hangs_off_the_context_and_names_the_answer(store):
 
 def test_answer_stage_none_keeps_a_retrieval_pipeline(store):
     built = build_pipeline(spec(answer="none"), {"store": store})
-    assert built.answer_output is None and built.answer(built.run(query="leave")) is None
+    assert built.answer_output is None and built.answer(built.run(question="leave")) is None
 
 
 @pytest.mark.parametrize(
@@ -224,6 +225,81 @@ def test_chat_generators_are_found_and_targets_may_be_class_attributes(store):
     }
     stage["connections"] = stage["connections"][1:2] + [["prompt_builder.prompt", "generator.messages"], ["generator.replies", "answer.replies"]]
     stage["components"].pop("extractor")
-    stage["inputs"] = {"context": ["context_window.documents"], "query": ["prompt_builder.query", "answer.query"]}
+    stage["inputs"] = {"context": ["context_window.documents"], "question": ["prompt_builder.query", "answer.query"]}
     built = build_pipeline(spec(answer=stage), {"store": store})
     assert built.llm_components == frozenset({"generator"})
+
+
+def test_evaluated_pipelines_take_golden_fields_only(store):
+    golden = ("question", "history", "filters")
+    with pytest.raises(PipelineConfigError, match=re.escape("pipeline.inputs: unknown input(s) ['query'] ('query' is now 'question')")):
+        build_pipeline(spec(inputs={"query": ["bm25.query"]}), {"store": store}, input_names=golden)
+    with pytest.raises(PipelineConfigError, match=re.escape("pipeline.inputs.question: required")):
+        build_pipeline(spec(inputs={"filters": ["bm25.filters"]}), {"store": store}, input_names=golden)
+    built = build_pipeline(spec(inputs={"question": ["bm25.query"], "filters": ["bm25.filters"]}), {"store": store},
+                           input_names=golden)
+    outputs = built.run(question="days", filters={"field": "meta.doc_id", "operator": "==", "value": "c"})
+    assert [d.id for d in built.documents_at(outputs, built.retrieval_output)] == ["c"]
+
+
+def test_named_views_and_every_documents_output_of_a_component(store):
+    router = {
+        "_target_": "haystack.components.routers.ConditionalRouter",
+        "unsafe": True,  # outputs the documents themselves, not their rendering
+        "routes": [
+            {"condition": "{{ documents|length > 1 }}", "output": "{{ documents }}", "output_name": "many",
+             "output_type": "list[haystack.dataclasses.document.Document]"},
+            {"condition": "{{ documents|length <= 1 }}", "output": "{{ documents }}", "output_name": "few",
+             "output_type": "list[haystack.dataclasses.document.Document]"},
+        ],
+    }
+    built = build_pipeline(
+        spec(components=spec()["components"] | {"router": router},
+             connections=[["bm25.documents", "router.documents"], ["router.many", "reranker.documents"]],
+             views={"candidates": "bm25.documents"}, route="router"),
+        {"store": store},
+    )
+    assert list(built.views) == ["retrieval", "context", "candidates", "stage/bm25", "stage/router.many", "stage/router.few"]
+    outputs = built.run(question="days")  # two documents match: the `many` branch fires
+    views = built.view_documents(outputs)
+    assert [d.id for d in views["stage/router.many"]] == ["a", "c"] and views["stage/router.few"] == []
+    assert built.route(outputs) == "many"
+
+
+@pytest.mark.parametrize(
+    ("views", "message"),
+    [
+        ({"context": "bm25.documents"}, "pipeline.views.context: reserved name"),
+        ({"stage/x": "bm25.documents"}, "pipeline.views.stage/x: reserved name"),
+        ({"raw": "bm25.nope"}, "pipeline.views.raw: component 'bm25'"),
+        ({"raw": "bm25"}, "pipeline.views.raw: expected 'component.socket'"),
+    ],
+)
+def test_view_errors_name_the_key(store, views, message):
+    with pytest.raises(PipelineConfigError, match=re.escape(message)):
+        build_pipeline(spec(views=views), {"store": store})
+
+
+def test_unknown_route_component_is_named(store):
+    with pytest.raises(PipelineConfigError, match=re.escape("pipeline.route: unknown component 'router'")):
+        build_pipeline(spec(route="router"), {"store": store})
+
+
+def test_an_answer_component_must_declare_the_answer_contract(store):
+    """Haystack's AnswerBuilder gives answers without `refused`: every refusal would silently read as an answer."""
+    stage = answer_stage()
+    stage["components"]["answer"] = {"_target_": "haystack.components.builders.AnswerBuilder"}
+    stage["connections"] = [["context_window.documents", "extractor.documents"],
+                            ["context_window.documents", "answer.documents"], ["extractor.replies", "answer.replies"]]
+    with pytest.raises(PipelineConfigError, match=r"AnswerBuilder does not declare the answer contract .*CitationVerifier"):
+        build_pipeline(spec(answer=stage), {"store": store})
+    with pytest.raises(PipelineConfigError, match=re.escape("extractor.replies is list[haystack.dataclasses.chat_message.ChatMessage], expected list[GeneratedAnswer]")):
+        build_pipeline(spec(answer=answer_stage(answer_output="extractor.replies")), {"store": store})
+
+
+def test_an_answer_that_breaks_the_contract_at_run_time_is_named(store):
+    built = build_pipeline(spec(answer=answer_stage()), {"store": store})
+    outputs = built.run(question="how many days of annual leave")
+    del outputs["answer"]["answers"][0].meta["refused"]
+    with pytest.raises(ValueError, match=r"answer component 'answer' broke the answer contract .*meta refused \(missing\)"):
+        built.answer(outputs)
