@@ -1,7 +1,8 @@
-"""The fixed names of the context and answer layers, shared by evaluation, the report, compare and the gate."""
+"""The fixed names of the query, context and answer layers, shared by evaluation, the report, compare and the gate."""
 
 from __future__ import annotations
 
+QUERY = ("query/rewrites_per_question", "query/rewritten_share", "query/fallbacks", "query/fidelity")
 CONTEXT = (
     "context/precision",
     "context/recall",
@@ -33,6 +34,7 @@ LOWER_IS_BETTER = (
     "answer/false_refusal_rate",
     "context/redundancy",
     "context/tokens",
+    "query/fallbacks",
     "cost/",
     "latency",
 )

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from experiments import metric_names
 from experiments.golden import GoldenItem
 
 # Numbers and anything holding a digit (20, $310, P2, SEV3, 2023-04), acronyms and ids (HR, VPN, MFA),
@@ -50,11 +51,10 @@ def query_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     if not rows:
         return {}
     fidelity = [r["query/fidelity"] for r in rows if "query/fidelity" in r]
-    metrics = {
-        "query/rewrites_per_question": sum(r["query/rewrites"] for r in rows) / len(rows),
-        "query/rewritten_share": sum(r["query/rewritten"] for r in rows) / len(rows),
-        "query/fallbacks": float(sum(r["query/fallback"] for r in rows)),
-    }
-    if fidelity:
-        metrics["query/fidelity"] = sum(fidelity) / len(fidelity)
-    return metrics
+    values = (
+        sum(r["query/rewrites"] for r in rows) / len(rows),
+        sum(r["query/rewritten"] for r in rows) / len(rows),
+        float(sum(r["query/fallback"] for r in rows)),
+        sum(fidelity) / len(fidelity) if fidelity else None,
+    )
+    return {name: value for name, value in zip(metric_names.QUERY, values, strict=True) if value is not None}

@@ -17,7 +17,7 @@ RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
 LAYER_METRICS = tuple(
     m
-    for m in (*metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
+    for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
     if m not in NOT_PRINTED
 )
 
@@ -47,7 +47,7 @@ def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks:
     )
     layers = [(name, metrics[name]) for name in LAYER_METRICS if name in metrics]
     if layers:
-        summary = Table(title="context and answer layers (95 % bootstrap CI where logged)")
+        summary = Table(title="query, context and answer layers (95 % bootstrap CI where logged)")
         summary.add_column("metric")
         summary.add_column("value", justify="right")
         for name, value in layers:
