@@ -297,7 +297,7 @@ def _check_answer_output(pipeline: Pipeline, socket: Socket, where: str) -> None
     _check_socket(pipeline, socket, "output", where)
     instance = pipeline.get_component(socket.component)
     annotation = instance.__haystack_output__._sockets_dict[socket.name].type
-    if not (typing.get_origin(annotation) is list and typing.get_args(annotation) == (GeneratedAnswer,)):
+    if not _is_list_of(annotation, GeneratedAnswer):
         raise PipelineConfigError(f"{where}: {socket} is {annotation}, expected list[GeneratedAnswer]")
     missing = missing_declaration(instance)
     if missing:
@@ -592,12 +592,12 @@ def _check_socket(pipeline: Pipeline, socket: Socket, kind: str, where: str, mus
             f"{where}: component '{socket.component}' ({type(instance).__name__}) has no {kind} '{socket.name}'; "
             f"{kind}s: {sorted(sockets)}"
         )
-    if must_be_documents and not _is_document_list(sockets[socket.name].type):
+    if must_be_documents and not _is_list_of(sockets[socket.name].type, Document):
         raise PipelineConfigError(f"{where}: {socket} is {sockets[socket.name].type}, expected list[Document]")
 
 
-def _is_document_list(annotation: Any) -> bool:
-    return typing.get_origin(annotation) is list and typing.get_args(annotation) == (Document,)
+def _is_list_of(annotation: Any, item: type) -> bool:
+    return typing.get_origin(annotation) is list and typing.get_args(annotation) == (item,)
 
 
 def _stage_views(pipeline: Pipeline) -> dict[str, Socket]:
@@ -608,7 +608,7 @@ def _stage_views(pipeline: Pipeline) -> dict[str, Socket]:
         instance = pipeline.get_component(name)
         if isinstance(instance, PassThrough):
             continue
-        sockets = [s for s, socket in instance.__haystack_output__._sockets_dict.items() if _is_document_list(socket.type)]
+        sockets = [s for s, socket in instance.__haystack_output__._sockets_dict.items() if _is_list_of(socket.type, Document)]
         for socket_name in sockets:
             view = f"{STAGE_PREFIX}{name}" if len(sockets) == 1 else f"{STAGE_PREFIX}{name}.{socket_name}"
             found[view] = Socket(name, socket_name)

@@ -133,19 +133,18 @@ def test_comparison_items_cite_separate_places(items):
             assert first.doc_id != second.doc_id or first.end <= second.start, f"{item.id}: quotes overlap"
 
 
-def test_follow_up_leaves_out_what_the_history_supplies(items, sentence_counts):
-    checked = 0
-    for item in items:
-        if item.category != MULTI_TURN:
-            continue
-        checked += 1
-        topic, question, history, quote = (
-            item.extra.get("x_topic"),
-            item.question,
-            history_text(item),
-            item.evidence[0],
-        )
+def topic_items(items, category):
+    """(item, its x_topic, question, history text, first quote) for every item of `category`; at least one."""
+    chosen = [item for item in items if item.category == category]
+    assert chosen
+    for item in chosen:
+        topic = item.extra.get("x_topic")
         assert isinstance(topic, str) and topic.strip(), f"{item.id}: x_topic missing"
+        yield item, topic, item.question, history_text(item), item.evidence[0]
+
+
+def test_follow_up_leaves_out_what_the_history_supplies(items, sentence_counts):
+    for item, topic, question, history, quote in topic_items(items, MULTI_TURN):
         assert topic.casefold() in history.casefold(), f"{item.id}: the history never mentions {topic!r}"
         assert topic.casefold() in quote.casefold() or terms(topic) & terms(quote), (
             f"{item.id}: topic {topic!r} is unrelated to the evidence quote"
@@ -162,22 +161,10 @@ def test_follow_up_leaves_out_what_the_history_supplies(items, sentence_counts):
             f"{item.id}: the history adds no distinctive term of the quote {sorted(key_terms)} "
             f"that the follow-up lacks"
         )
-    assert checked
 
 
 def test_standalone_follow_up_is_complete_by_itself(items, sentence_counts):
-    checked = 0
-    for item in items:
-        if item.category != STANDALONE:
-            continue
-        checked += 1
-        topic, question, history, quote = (
-            item.extra.get("x_topic"),
-            item.question,
-            history_text(item),
-            item.evidence[0],
-        )
-        assert isinstance(topic, str) and topic.strip(), f"{item.id}: x_topic missing"
+    for item, topic, question, history, quote in topic_items(items, STANDALONE):
         assert topic.casefold() in question.casefold(), f"{item.id}: the question does not name {topic!r}"
         assert topic.casefold() in quote.casefold(), f"{item.id}: topic {topic!r} not in the evidence quote"
         assert topic.casefold() not in history.casefold() and not terms(topic) & terms(history), (
@@ -186,4 +173,3 @@ def test_standalone_follow_up_is_complete_by_itself(items, sentence_counts):
         assert distinctive(quote, item.id[:2], sentence_counts) & terms(question), (
             f"{item.id}: the question alone carries no distinctive term of its quote"
         )
-    assert checked
