@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.jobs import run_job  # noqa: E402
 from experiments import metric_names  # noqa: E402
 
 HEADLINE = ("retrieval/recall_at_10", "context/recall", "answer/f1")
@@ -40,10 +40,7 @@ def sets(sample: int) -> dict[str, list[str]]:
 
 
 def run_set(name: str, overrides: list[str], out: Path) -> dict:
-    job = out / name
-    command = [sys.executable, str(ROOT / "run.py"), *overrides, f"hydra.run.dir={job}"]
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((job / "metrics.json").read_text())
+    return run_job(overrides, out / name)[0]
 
 
 def figures(metrics: dict, name: str) -> dict:

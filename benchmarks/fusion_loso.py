@@ -47,13 +47,10 @@ from tqdm import tqdm  # noqa: E402
 
 from components.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
 from experiments.config import register_resolvers, validate  # noqa: E402
-from experiments.datasets import load_dataset  # noqa: E402
 from experiments.golden import GoldenItem  # noqa: E402
+from experiments.indexed import prepare_pipeline  # noqa: E402
 from experiments.metrics import rank_metrics  # noqa: E402
-from experiments.models import model_identity  # noqa: E402
 from experiments.relevance import judge  # noqa: E402
-from pipelines.builder import build_pipeline, instantiate_component  # noqa: E402
-from pipelines.ingest import build_index, index_fingerprint, ingest_spec  # noqa: E402
 
 K = 10
 LOSS_THRESHOLD = 0.02  # a held-out MRR@10 more than 2 % (relative) below the best single path is a loss
@@ -95,6 +92,15 @@ def grid() -> dict[str, dict[str, Any]]:
             "weights": {"bm25": 1.0, "dense": 1.0},
             "min_scores": {"bm25": 0.0, "dense": floor},
         }
+    for signal in ("gap", "entropy"):  # query-adaptive: each path weighted by how clearly its top hit stands out
+        for strength in (0.5, 1.0, 2.0):
+            for label, base in (("dbsf b=0.2", {"mode": "dbsf", "agreement_bonus": 0.2}), ("rrf k=60", {"mode": "rrf", "rrf_k": 60})):
+                points[f"{label} wd=1 {signal}^{strength:g}"] = {
+                    **base,
+                    "weights": {"bm25": 1.0, "dense": 1.0},
+                    "confidence": signal,
+                    "confidence_strength": strength,
+                }
     for unfit in (0.5, 1.0):  # the dense path on queries in a language the embedder does not list
         points[f"dbsf b=0.2 wd=1 unfit={unfit:g}"] = {
             "mode": "dbsf",
@@ -175,11 +181,8 @@ def retrieve(
     """Runs the hybrid pipeline over the set's judgeable questions (or loads the cached result); None = skipped."""
     cfg = compose(["pipeline=hybrid", *overrides, f"paths.cache={cache}"])
     validate(cfg)
-    dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
-    embedder = model_identity(cfg.models.embedder.model)
-    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)  # hybrid reads vectors: the embedded index
-    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
-    index_dir = Path(cfg.ingest.cache_dir) / fingerprint
+    prepared = prepare_pipeline(cfg, input_names=None)  # the runner's own dataset, store, index plan and graph
+    dataset, fingerprint, index_dir = prepared.dataset, prepared.fingerprint, prepared.index_dir
     if name == "halueval" and halueval == "auto" and not (index_dir / "manifest.json").exists():
         print(
             f"skip halueval: its embedded index {index_dir} is not cached and embedding "
@@ -203,12 +206,9 @@ def retrieve(
         print(f"{name}: {len(run.items)} questions, candidate lists from {cached}")
         return run
 
-    store = instantiate_component(
-        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
-    )
-    query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)})
+    query = prepared.query
     start = time.perf_counter()
-    index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
+    index = prepared.index()
     query.warm_up()
     fusion, senders = _fusion_inputs(query)
     fusion_params = query.pipeline.get_component(fusion).to_dict()["init_parameters"]

@@ -19,6 +19,9 @@ MODES = {
     "concatenate": "concatenate",
 }
 QUERY_LANGUAGES = ("en", "zh")
+# Per-query path confidence: how clearly a path's best hit stands out from its next ones.
+CONFIDENCE_SIGNALS = ("gap", "entropy")
+CONFIDENCE_DEPTH = 10  # the top scores a path's confidence is read from
 RESERVED_SOCKETS = ("query", "top_k")
 
 
@@ -38,6 +41,24 @@ def _rescale(documents: list[Document]) -> list[float]:
     if spread == 0:
         return [0.5] * len(values)
     return list((values - (values.mean() - spread / 2)) / spread)
+
+
+def path_confidence(documents: list[Document], signal: str) -> float:
+    """How clearly the list's best hit stands out, in [0, 1]; a single hit is fully confident, ties are not."""
+    values = np.array([doc.score or 0.0 for doc in documents[:CONFIDENCE_DEPTH]], dtype=float)
+    if len(values) < 2:
+        return 1.0
+    spread = values.max() - values.min()
+    if spread == 0:
+        return 0.0
+    if signal == "gap":
+        top = np.sort(values)[::-1]
+        return float((top[0] - top[1]) / spread)
+    z = (values - values.mean()) / values.std()
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    entropy = -float((p * np.log(p + 1e-12)).sum())
+    return 1.0 - entropy / float(np.log(len(values)))
 
 
 @component
@@ -61,6 +82,10 @@ class RankFusionJoiner:
       fusion keeps a confident path's top hit on top, which rank-only RRF loses when the other path is weak
       (see README, "Fusion defaults").
     - `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there).
+    - `confidence` ("gap" or "entropy") with `confidence_strength` > 0 makes the weights query-adaptive: each
+      path's weight is multiplied by (0.1 + c) ** strength, where c in [0, 1] says how clearly that path's top
+      hit stands out in this query's list: the gap between its first and second score over the range of its
+      top 10 ("gap"), or one minus the normalised entropy of a softmax over its z-scored top 10 ("entropy").
     A zero-weight path is dropped in every mode.
 
     Ties are broken by the best single-path rank, then by id. Each output document is a copy whose meta gets
@@ -78,6 +103,8 @@ class RankFusionJoiner:
         unfit_weight: float = 0.0,
         agreement_bonus: float = 0.0,
         top_k: int | None = None,
+        confidence: str | None = None,
+        confidence_strength: float = 0.0,
     ) -> None:
         """
         :param paths: Names of the retrieval paths; each becomes an input socket of type `list[Document]`.
@@ -89,6 +116,8 @@ class RankFusionJoiner:
         :param unfit_weight: Weight multiplier (>= 0) for a path whose languages do not include the query's.
         :param agreement_bonus: dbsf only: share (>= 0) of a document's other paths' scores added to its best.
         :param top_k: Maximum number of fused documents; None keeps all.
+        :param confidence: None, "gap" or "entropy": the per-query confidence signal that scales path weights.
+        :param confidence_strength: Exponent (>= 0) of that scaling; 0 keeps the static weights.
         """
         paths = list(paths) if isinstance(paths, Sequence) and not isinstance(paths, str) else []
         if not paths:
@@ -110,6 +139,10 @@ class RankFusionJoiner:
             raise ValueError(f"agreement_bonus must be >= 0, got {agreement_bonus}")
         if top_k is not None and top_k <= 0:
             raise ValueError(f"top_k must be None or > 0, got {top_k}")
+        if confidence is not None and confidence not in CONFIDENCE_SIGNALS:
+            raise ValueError(f"confidence must be None or one of {list(CONFIDENCE_SIGNALS)}, got {confidence!r}")
+        if confidence_strength < 0:
+            raise ValueError(f"confidence_strength must be >= 0, got {confidence_strength}")
         for name, mapping in (
             ("weights", weights),
             ("min_scores", min_scores),
@@ -137,6 +170,8 @@ class RankFusionJoiner:
         self.unfit_weight = unfit_weight
         self.agreement_bonus = agreement_bonus
         self.top_k = top_k
+        self.confidence = confidence
+        self.confidence_strength = confidence_strength
         for path in paths:
             component.set_input_type(self, path, list[Document], default=[])
 
@@ -153,6 +188,8 @@ class RankFusionJoiner:
             unfit_weight=self.unfit_weight,
             agreement_bonus=self.agreement_bonus,
             top_k=self.top_k,
+            confidence=self.confidence,
+            confidence_strength=self.confidence_strength,
         )
 
     @classmethod
@@ -234,6 +271,12 @@ class RankFusionJoiner:
         }
         if not lists:
             return {"documents": []}
+        if self.confidence and self.confidence_strength:
+            weights = {
+                path: weight * (0.1 + path_confidence(lists[path], self.confidence)) ** self.confidence_strength
+                if path in lists else weight
+                for path, weight in weights.items()
+            }
         ranks: dict[str, dict[str, int]] = {}
         for path, docs in lists.items():
             for rank, doc in enumerate(docs, start=1):

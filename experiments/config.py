@@ -53,6 +53,8 @@ class FusionSchema:
     weights: dict[str, float] = field(default_factory=dict)
     min_scores: dict[str, float] = field(default_factory=dict)
     unfit_weight: float = 0.0
+    confidence: str | None = None
+    confidence_strength: float = 0.0
 
 
 @dataclass
@@ -80,6 +82,7 @@ class EvalSchema:
     pass_f1: float = 0.5
     redundancy_threshold: float = 0.9
     confidence: float = 0.95
+    trace_sample: int = 20
     judge: JudgeSchema | None = None
 
 
@@ -128,6 +131,7 @@ def validate(cfg: DictConfig) -> None:
     _require(0 <= cfg.eval.pass_f1 <= 1, "eval.pass_f1", "must be in [0, 1]")
     _require(0 < cfg.eval.redundancy_threshold <= 1, "eval.redundancy_threshold", "must be in (0, 1]")
     _require(0 < cfg.eval.confidence < 1, "eval.confidence", "must be in (0, 1)")
+    _require(cfg.eval.trace_sample >= 0, "eval.trace_sample", "must be >= 0 (0 turns tracing off)")
     _require(cfg.retriever.top_k > 0, "retriever.top_k", "must be > 0")
     _require(cfg.retriever.candidates > 0, "retriever.candidates", "must be > 0")
     _require(cfg.retriever.fusion.mode in MODES, "retriever.fusion.mode", f"must be one of {sorted(MODES)}")

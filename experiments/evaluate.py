@@ -29,6 +29,7 @@ from experiments.golden import GoldenItem
 from experiments.interrupts import raise_if_interrupted
 from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
+from experiments.mlflow_traces import QuestionTraces
 from experiments.query_metrics import query_scores, query_summary
 from experiments.relevance import Corpus, Judged, locate
 from experiments.relevance import judge as judge_ranking
@@ -37,6 +38,9 @@ from experiments.tracing import ChatUsage, counting_chat_calls, timing_component
 from pipelines.builder import BuiltPipeline
 
 MAX_LOGGED_DOCS = 20
+# Per question, the headline views keep every rank metric; the other views (stages, named views) these, enough for
+# `experiments.compare` to test a stage such as the reranker question by question.
+VIEW_RECORD_METRICS = ("recall_at_10", "mrr_at_10", "ndcg_at_10")
 # Views whose unlocated documents are always reported (0 included); other views only when they have some.
 REPORTED_UNLOCATED = ("retrieval", "context")
 _ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
@@ -54,6 +58,8 @@ class EvalSettings:
     pass_f1: float = 0.5
     redundancy_threshold: float = 0.9
     confidence: float = 0.95
+    # Questions whose pipeline run is logged as an MLflow trace (spread over the set; 0: none).
+    trace_sample: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,11 +95,16 @@ def evaluate(
     records: list[dict[str, Any]] = []
     components = [instance for _, instance in query.pipeline.walk()]
     costs = query.answer_output is not None or bool(query.llm_components)  # else there is nothing to count
-    with timing_components() as timer, counting_chat_calls(components) as chat:
-        for item in tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress):
+    with (
+        timing_components() as timer,
+        counting_chat_calls(components) as chat,
+        QuestionTraces(settings.trace_sample, len(golden), timer) as traces,
+    ):
+        for index, item in enumerate(tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress)):
             raise_if_interrupted()
             t0 = time.perf_counter()
-            outputs = query.run(**pipeline_inputs(query, item))
+            with traces.question(index, item.id):
+                outputs = query.run(**pipeline_inputs(query, item))
             latencies.append((time.perf_counter() - t0) * 1000)
             for component, ms in timer.take().ms.items():
                 component_ms.setdefault(component, []).append(ms)
@@ -121,6 +132,7 @@ def evaluate(
     metrics |= query_summary(records)
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
+    metrics["eval/traced_questions"] = len(traces.trace_ids)
     return Evaluation(metrics, records, time.perf_counter() - start)
 
 
@@ -268,8 +280,11 @@ def _record(
         record[f"{view}/chunks"] = [
             {"id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score} for d in docs[:MAX_LOGGED_DOCS]
         ]
-    for view in ("retrieval", "context"):
-        record |= {f"{view}/{name}": value for name, value in (scores.get(view) or {}).items()}
+    for view, values in scores.items():
+        headline = view in ("retrieval", "context")
+        record |= {
+            f"{view}/{name}": value for name, value in (values or {}).items() if headline or name in VIEW_RECORD_METRICS
+        }
     return record | layer_scores
 
 

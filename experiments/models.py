@@ -106,7 +106,7 @@ def _hub_snapshot(repo_id: str) -> str:
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}
     hint = (
         f"download it where the hub is reachable (huggingface-cli download {repo_id}) and copy the HF cache here, "
-        f"point the config at a local folder, or use the offline default models=offline"
+        f"point the config at a local folder, or choose an offline model (models=offline; reranker=e5)"
     )
     if offline:
         raise ModelUnavailableError(f"model '{repo_id}' is not in the local Hugging Face cache and HF_HUB_OFFLINE=1: {hint}")

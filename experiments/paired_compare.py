@@ -22,13 +22,15 @@ from experiments.report import console  # noqa: E402
 from experiments.significance import PairedComparison, paired  # noqa: E402
 
 PER_QUESTION = "per_question.jsonl"
-LAYERS = ("retrieval/", "context/", "answer/", "cost/")
+LAYERS = ("retrieval/", "stage/", "context/", "answer/", "cost/")
 # Shown (and plotted) by default; `--all` shows every per-question metric.
 DEFAULT_METRICS = (
     "retrieval/hit_at_5",
     "retrieval/recall_at_10",
     "retrieval/mrr_at_10",
     "retrieval/ndcg_at_10",
+    # The reranker's own ranking (the retrieval view is the candidates it reranks).
+    "stage/reranker/mrr_at_10",
     "context/recall_at_10",
     *(m for m in metric_names.CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
     *metric_names.ANSWER,

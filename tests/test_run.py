@@ -259,7 +259,7 @@ def runs_of(tmp_path: Path, experiment: str = "demo") -> list:
 
 
 def test_a_bug_mid_evaluation_keeps_its_traceback_and_ends_the_run_failed(tmp_path):
-    result = run(tmp_path, "pipeline=bm25", "reranker._target_=tests.failing_component.FailsOnThirdQuestion",
+    result = run(tmp_path, "pipeline=bm25", "reranker.component={_target_: tests.failing_component.FailsOnThirdQuestion}",
                  check=False)
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "reranker bug on the third question" in result.stderr

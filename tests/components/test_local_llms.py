@@ -92,3 +92,50 @@ def test_span_answerer_offers_at_most_its_token_budget_cut_at_a_word(gemma_spans
     kept = len(fitted[0].split())
     assert budgeted._tokens(fitted[0]) <= 12 < budgeted._tokens(" ".join(words[: kept + 1]))
     assert budgeted._fit_budget(["短句。", "另一个短句。"]) == ["短句。", "另一个短句。"]
+
+
+def shipped(overrides, key):
+    """The component at config `key` as conf/ builds it with `overrides`, warmed up."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import register_resolvers
+    from pipelines.builder import instantiate_component
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    instance = instantiate_component(OmegaConf.select(cfg, key), key, {})
+    instance.warm_up()
+    return instance, cfg
+
+
+def test_reranker_llm_gets_parseable_json_from_smollm2_under_its_schema():
+    """conf/reranker/llm.yaml as shipped: the schema holds SmolLM2 to JSON Haystack's LLMRanker can read."""
+    import json
+
+    from haystack.dataclasses import ChatMessage
+
+    reranker, cfg = shipped(["reranker=llm"], "reranker.component")
+    docs = [Document(id=str(i), content=d.content, score=1.0 - i / 10) for i, d in enumerate(DOCS)]
+    generator = reranker.ranker._chat_generator
+    prompt = reranker.ranker._prompt_builder.run(query="How many days of annual leave?", documents=docs)["prompt"]
+    reply = json.loads(generator.run(messages=[ChatMessage.from_user(prompt)])["replies"][0].text)
+    indices = [entry["index"] for entry in reply["documents"]]
+    assert indices and all(isinstance(i, int) and i >= 1 for i in indices)
+    out = reranker.run(query="How many days of annual leave?", documents=docs)["documents"]
+    kept = [i for i in dict.fromkeys(indices) if i <= len(docs)][: cfg.answer.context_top_k]
+    assert [d.id for d in out] == [docs[i - 1].id for i in kept]  # as the LLM listed them, cut to top_k
+    assert all(d.meta["confidence"] in {"high", "medium", "low"} for d in out)
+
+
+@pytest.mark.parametrize(("question", "history"), [
+    ("And for part-timers?", ["How many days of paid annual leave do full-time employees get?", "20 days."]),
+    ("那实习生呢？", ["全职员工每年有几天年假？", "15天。"]),
+])
+def test_rewriter_llm_restates_a_follow_up_with_smollm2(question, history):
+    """conf/rewriter/llm.yaml as shipped: parseable under the schema, so no fallback, and a standalone question."""
+    from haystack.dataclasses import ChatMessage
+
+    rewriter, _ = shipped(["pipeline=advanced", "rewriter=llm"], "rewriter")
+    out = rewriter.run(question=question, history=[ChatMessage.from_user(history[0]), ChatMessage.from_assistant(history[1])])
+    assert out["fallback"] is False and out["question"].strip() and out["queries"] == [out["question"]]

@@ -4,7 +4,7 @@ from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.rank_fusion_joiner import RankFusionJoiner
+from components.rank_fusion_joiner import RankFusionJoiner, path_confidence
 
 
 def _docs(*pairs: tuple[str, float]) -> list[Document]:
@@ -130,6 +130,31 @@ class TestLanguageFit:
         assert "f" in _ids(self._joiner().run(bm25=BM25, dense=DENSE))
 
 
+class TestQueryAdaptiveWeights:
+    def test_gap_confidence_is_the_top_gap_over_the_range(self):
+        assert path_confidence(BM25, "gap") == pytest.approx((9.0 - 7.5) / (9.0 - 0.4))
+        assert path_confidence(_docs(("a", 1.0)), "gap") == 1.0
+        assert path_confidence(_docs(("a", 0.5), ("b", 0.5)), "gap") == 0.0
+
+    def test_entropy_confidence_is_higher_for_a_peaked_list(self):
+        peaked = _docs(("a", 10.0), ("b", 1.0), ("c", 1.0), ("d", 1.0))
+        flat = _docs(("a", 4.0), ("b", 3.0), ("c", 2.0), ("d", 1.0))
+        assert 0.0 <= path_confidence(flat, "entropy") < path_confidence(peaked, "entropy") <= 1.0
+
+    def test_the_confident_path_wins_where_static_weights_tie(self):
+        bm25 = _docs(("a", 10.0), ("b", 1.0), ("c", 0.9))  # one clear hit
+        dense = _docs(("c", 0.80), ("b", 0.79), ("d", 0.78), ("a", 0.10))  # no clear favourite
+        static = RankFusionJoiner(paths=["bm25", "dense"], mode="rrf")
+        adaptive = RankFusionJoiner(paths=["bm25", "dense"], mode="rrf", confidence="gap", confidence_strength=2.0)
+        assert _ids(static.run(bm25=bm25, dense=dense))[0] == "c"
+        assert _ids(adaptive.run(bm25=bm25, dense=dense))[0] == "a"
+
+    def test_strength_zero_is_the_static_fusion(self):
+        static = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf")
+        off = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf", confidence="entropy", confidence_strength=0.0)
+        assert _ids(off.run(bm25=BM25, dense=DENSE)) == _ids(static.run(bm25=BM25, dense=DENSE))
+
+
 class TestDelegatedModes:
     @pytest.mark.parametrize(
         ("mode", "join_mode"),
@@ -191,6 +216,8 @@ class TestSocketsAndSerialisation:
             unfit_weight=0.25,
             agreement_bonus=0.2,
             top_k=7,
+            confidence="gap",
+            confidence_strength=1.5,
         )
         data = joiner.to_dict()
         assert data == {
@@ -205,6 +232,8 @@ class TestSocketsAndSerialisation:
                 "unfit_weight": 0.25,
                 "agreement_bonus": 0.2,
                 "top_k": 7,
+                "confidence": "gap",
+                "confidence_strength": 1.5,
             },
         }
         clone = RankFusionJoiner.from_dict(data)
@@ -225,6 +254,8 @@ class TestSocketsAndSerialisation:
                 "unfit_weight": 0.0,
                 "agreement_bonus": 0.0,
                 "top_k": None,
+                "confidence": None,
+                "confidence_strength": 0.0,
             },
         }
 
@@ -280,6 +311,8 @@ class TestValidation:
             ({"min_scores": {"sparse": 1.0}}, "min_scores names unknown path 'sparse'"),
             ({"path_languages": {"sparse": ["en"]}}, "path_languages names unknown path 'sparse'"),
             ({"path_languages": {"dense": ["fr"]}}, r"path_languages\['dense'\]"),
+            ({"confidence": "margin"}, "confidence must be None or one of"),
+            ({"confidence_strength": -1.0}, "confidence_strength must be >= 0"),
         ],
     )
     def test_invalid_parameters_are_named(self, kwargs, message):

@@ -45,7 +45,7 @@ def test_every_generating_pipeline_builds_with_every_answer_mode(pipeline, answe
     assert built.llm_components == (frozenset({"generator"}) if answer == "llm" else frozenset())
 
 
-@pytest.mark.parametrize("rewriter", ["none", "rules"])
+@pytest.mark.parametrize("rewriter", ["none", "rules", "llm"])
 @pytest.mark.parametrize("answer", ["llm", "span"])
 def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path):
     cfg = config("pipeline=advanced", f"rewriter={rewriter}", f"answer={answer}")
@@ -65,9 +65,10 @@ def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path)
 def test_advanced_picks_its_measured_slots_and_the_command_line_wins():
     assert (config("pipeline=advanced").rewriter._target_, config("pipeline=advanced").compressor._target_) == (
         "components.history_rewriter.HistoryRewriter", "components.extractive_compressor.ExtractiveCompressor")
-    ablated = config("pipeline=advanced", "rewriter=none", "compressor=none")
-    assert ablated.rewriter._target_ == ablated.compressor._target_ == "none"
-    assert config().compressor._target_ == "none"  # hybrid_rag, the default, is unchanged
+    assert config("pipeline=advanced").reranker.name == "e5"
+    ablated = config("pipeline=advanced", "rewriter=none", "reranker=none", "compressor=none")
+    assert ablated.rewriter._target_ == ablated.compressor._target_ == ablated.reranker.component == "none"
+    assert config().compressor._target_ == "none" and config().reranker.name == "none"  # hybrid_rag is unchanged
 
 
 def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_it():
@@ -247,3 +248,24 @@ def test_eval_ks_beyond_the_retrieval_depth_are_warned_about(capsys):
     assert "eval.ks [5, 10] exceed the retrieval depth retriever.top_k=3" in capsys.readouterr().err
     _warn_ks_beyond_depth([1, 3], 3)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("reranker", ["none", "e5", "mmr"])
+def test_every_offline_reranker_builds_in_the_advanced_pipeline(reranker, tmp_path):
+    cfg = config("pipeline=advanced", f"reranker={reranker}")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    slot = built.pipeline.get_component("reranker")
+    assert type(slot).__name__ == {"none": "PassThrough", "e5": "CalibratedRanker", "mmr": "CalibratedRanker"}[reranker]
+    assert built.pipeline.graph.has_edge("fusion", "reranker") and built.pipeline.graph.has_edge("reranker", "context_window")
+
+
+def test_the_cross_encoder_offline_fails_before_any_work_naming_the_key(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    resolve_model.cache_clear()
+    cfg = config("reranker=cross_encoder")
+    with pytest.raises(PipelineConfigError, match=r"(?s)BAAI/bge-reranker-v2-m3.*not in the local Hugging Face cache and "
+                                                  r"HF_HUB_OFFLINE=1.*reranker=e5.*reranker.component.ranker.model"):
+        build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})

@@ -45,7 +45,8 @@ def test_builds_and_runs_with_named_inputs_and_outputs(store):
     assert retrieved[0].id == "a"
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == [d.id for d in retrieved]
     # headline views first, then one stage view per documents output; pass-through stages are not separate stages
-    assert list(built.view_documents(outputs)) == ["retrieval", "context", "stage/bm25"]
+    # the none slot is a stage too (it repeats bm25), so an ablation and its baseline share its metrics
+    assert list(built.view_documents(outputs)) == ["retrieval", "context", "stage/bm25", "stage/reranker"]
 
 
 def test_none_slot_becomes_pass_through_with_the_same_sockets(store):
@@ -259,7 +260,8 @@ def test_named_views_and_every_documents_output_of_a_component(store):
              views={"candidates": "bm25.documents"}, route="router"),
         {"store": store},
     )
-    assert list(built.views) == ["retrieval", "context", "candidates", "stage/bm25", "stage/router.many", "stage/router.few"]
+    assert list(built.views) == ["retrieval", "context", "candidates", "stage/bm25", "stage/router.many",
+                                 "stage/router.few", "stage/reranker"]
     outputs = built.run(question="days")  # two documents match: the `many` branch fires
     views = built.view_documents(outputs)
     assert [d.id for d in views["stage/router.many"]] == ["a", "c"] and views["stage/router.few"] == []

@@ -1,0 +1,122 @@
+"""Each technique switched on alone against `pipeline=hybrid_rag`, per set: paired differences with CIs, and cost.
+
+    python benchmarks/ablation.py                                   # every set and technique (about 40 minutes)
+    python benchmarks/ablation.py --sets demo_zh --techniques reranker=e5 compressor=extractive
+
+Every job is `run.py` with the offline defaults (span answerer) plus the technique's overrides; the baseline is
+`pipeline=hybrid_rag`. Per set and technique the table gives the paired difference from the baseline, question by
+question (experiments/significance.py: bootstrap 95 % CI and permutation p-value), of retrieval recall@10 and
+MRR@10, the reranked order's MRR@10 (`stage/reranker`), context recall, precision and tokens, answer F1 and refusal
+accuracy (refused exactly when unanswerable), then the technique's LLM calls and tokens per question and its p50
+and p95 seconds per question. Sets: the demo (both languages), its Chinese questions, and HaluEval-200 with 2,000
+distractor articles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.jobs import run_job  # noqa: E402
+from experiments.paired_compare import compare_records  # noqa: E402
+
+SETS = {
+    "demo": [],
+    "demo_zh": ["dataset.subset=zh"],
+    "halueval": ["dataset=halueval", "dataset.distractors=2000"],  # 200 questions, 2,000 distractor articles
+}
+BASELINE = ["pipeline=hybrid_rag"]
+TECHNIQUES = {
+    "rewriter=rules": ["pipeline=advanced", "reranker=none", "compressor=none"],
+    "reranker=e5": ["reranker=e5"],
+    "reranker=mmr": ["reranker=mmr"],
+    "compressor=extractive": ["compressor=extractive"],
+    "pipeline=advanced": ["pipeline=advanced"],
+}
+PAIRED = {
+    "retrieval/recall_at_10": "recall@10",
+    "retrieval/mrr_at_10": "MRR@10",
+    "stage/reranker/mrr_at_10": "reranked MRR@10",
+    "context/recall": "ctx recall",
+    "context/precision": "ctx precision",
+    "context/tokens": "ctx tokens",
+    "answer/f1": "F1",
+    "refusal_correct": "refusal acc.",
+}
+
+
+def with_refusal(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Records by id, each with `refusal_correct`: 1 when it refused exactly when the question is unanswerable."""
+    return {
+        str(r["id"]): r | {"refusal_correct": float(bool(r.get("refused")) == (not r.get("answerable", True)))}
+        for r in records
+    }
+
+
+def cost(metrics: dict[str, float], records: list[dict[str, Any]]) -> dict[str, float]:
+    def mean(key: str) -> float:
+        return sum(r.get(key, 0.0) for r in records) / max(len(records), 1)
+
+    return {
+        "llm_calls": mean("cost/llm_calls"),
+        "prompt_tokens": mean("cost/prompt_tokens"),
+        "completion_tokens": mean("cost/completion_tokens"),
+        "p50_s": metrics["latency/p50_ms"] / 1000,
+        "p95_s": metrics["latency/p95_ms"] / 1000,
+    }
+
+
+def table(name: str, baseline: tuple[dict, list], rows: dict[str, tuple[dict, list]]) -> str:
+    head = ["technique", *PAIRED.values(), "LLM calls/q", "tokens/q (prompt+completion)", "p50 / p95 s"]
+    lines = [f"**{name}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    base = cost(*baseline)
+    lines.append(
+        f"| hybrid_rag (baseline) | {' | '.join('' for _ in PAIRED)} | {base['llm_calls']:.2f} | "
+        f"{base['prompt_tokens']:.0f}+{base['completion_tokens']:.0f} | {base['p50_s']:.2f} / {base['p95_s']:.2f} |"
+    )
+    for technique, (metrics, records) in rows.items():
+        compared = {c.metric: c for c in compare_records(with_refusal(baseline[1]), with_refusal(records), list(PAIRED))}
+        cells = [
+            f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}] p {c.p_value:.2g}" if (c := compared.get(m)) else "–"
+            for m in PAIRED
+        ]
+        spent = cost(metrics, records)
+        lines.append(
+            f"| {technique} | {' | '.join(cells)} | {spent['llm_calls']:.2f} | "
+            f"{spent['prompt_tokens']:.0f}+{spent['completion_tokens']:.0f} | "
+            f"{spent['p50_s']:.2f} / {spent['p95_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--techniques", nargs="+", choices=list(TECHNIQUES), default=list(TECHNIQUES))
+    parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "ablation")
+    parser.add_argument("--json", type=Path, help="also write every job's metrics here")
+    parser.add_argument("--reuse", action="store_true", help="read jobs already finished under --out")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {}
+    for name in args.sets:
+        common = [*SETS[name], "eval.trace_sample=0"]
+        baseline = run_job([*BASELINE, *common], args.out / name / "baseline", args.reuse)
+        rows = {
+            t: run_job([*TECHNIQUES[t], *common], args.out / name / t.replace("=", "-"), args.reuse)
+            for t in args.techniques
+        }
+        print(table(name, baseline, rows) + "\n", flush=True)
+        report[name] = {"baseline": baseline[0], **{t: metrics for t, (metrics, _) in rows.items()}}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

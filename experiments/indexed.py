@@ -1,0 +1,95 @@
+"""A config becomes a filled store and a warm query pipeline here, and only here.
+
+The runner, the benchmarks and the reload check share it, so what they evaluate is built one way. Preparing does
+everything that can fail cheaply (models resolved, the graph built and checked) before any indexing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from haystack import Pipeline
+from haystack.document_stores.types import DocumentStore
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import ConfigError
+from experiments.datasets import Dataset, load_dataset
+from experiments.models import model_identity, resolve_model
+from pipelines.builder import (
+    GOLDEN_INPUTS,
+    BuiltPipeline,
+    build_pipeline,
+    instantiate_component,
+    reads_embeddings,
+)
+from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
+
+# Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
+PROJECT_MODULES = ("components",)
+
+
+@dataclass
+class IndexedPipeline:
+    dataset: Dataset
+    store: DocumentStore
+    spec: dict[str, Any]
+    embedder: str  # the index embedder's identity, recorded with the run
+    fingerprint: str
+    cache_dir: Path
+    query: BuiltPipeline
+
+    @property
+    def index_dir(self) -> Path:
+        return self.cache_dir / self.fingerprint
+
+    def index(self) -> IndexInfo:
+        """Fills the store from the index cache, or builds the index (and caches it)."""
+        return build_index(self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint)
+
+    def reads_index(self) -> set[str]:
+        """Components that read the store (their warm-up time counts as indexing)."""
+        return {name for name, instance in self.query.pipeline.walk() if hasattr(instance, "document_store")}
+
+
+def prepare_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS) -> IndexedPipeline:
+    """The dataset, an empty store and the built query pipeline; an unavailable model fails here, before any work."""
+    embedder = model_identity(cfg.models.embedder.model)
+    check_embedders_match(cfg)
+    dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
+    store: DocumentStore = instantiate_component(
+        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
+    )
+    embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
+    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
+    cache_dir = Path(cfg.ingest.cache_dir)
+    resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
+    query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
+    return IndexedPipeline(dataset, store, spec, embedder, fingerprint, cache_dir, query)
+
+
+def load_indexed_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS) -> IndexedPipeline:
+    """Prepared, indexed and warmed up: ready to answer."""
+    indexed = prepare_pipeline(cfg, input_names)
+    indexed.index()
+    indexed.query.warm_up()
+    return indexed
+
+
+def load_logged_pipeline(text: str, extra_modules: Sequence[str] = ()) -> Pipeline:
+    """A run's logged `pipeline.yaml` as a Haystack Pipeline; `extra_modules` trusts more components' modules."""
+    return Pipeline.loads(text, allowed_modules=[*PROJECT_MODULES, *extra_modules])
+
+
+def check_embedders_match(cfg: DictConfig) -> None:
+    """Index and query vectors must come from the model the run records (models.embedder.model)."""
+    expected = resolve_model(cfg.models.embedder.model)
+    for side in ("document", "text"):
+        if str(cfg.models.embedder[side].model) != expected:
+            raise ConfigError(
+                f"config key 'models.embedder.{side}.model': must be the model named by models.embedder.model "
+                f"(${{model_path:${{models.embedder.model}}}}); set models.embedder.model instead"
+            )

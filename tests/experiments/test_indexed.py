@@ -1,0 +1,46 @@
+"""The one loader (config -> filled store + warm pipeline), and the pipeline a run logs: reloaded, it answers alike."""
+
+from dataclasses import replace
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.config import register_resolvers, validate
+from experiments.evaluate import pipeline_inputs
+from experiments.indexed import load_indexed_pipeline, load_logged_pipeline, prepare_pipeline
+from tests.paths import CONF
+
+
+def config(*overrides):
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    validate(cfg)
+    return cfg
+
+
+def test_prepare_builds_the_graph_and_plans_the_index_without_indexing(tmp_path):
+    prepared = prepare_pipeline(config("pipeline=bm25", f"paths.cache={tmp_path}"))
+    assert prepared.query.name == "bm25" and prepared.store.count_documents() == 0
+    assert prepared.index_dir == tmp_path / "index" / prepared.fingerprint and not prepared.index_dir.exists()
+    assert "embedder" not in prepared.spec["components"]  # BM25 reads no vectors, so none are made
+    assert prepared.reads_index() == {"bm25"}
+
+
+@pytest.mark.slow
+def test_the_logged_pipeline_yaml_reloads_and_answers_the_same(tmp_path):
+    """What run.py logs as pipeline.yaml is the pipeline: Pipeline.loads gives the same documents and answers."""
+    cfg = config("pipeline=advanced", "reranker=e5", "dataset=demo_conversations", f"paths.cache={tmp_path}")
+    indexed = load_indexed_pipeline(cfg)
+    assert indexed.store.count_documents() > 0
+    reloaded = replace(indexed.query, pipeline=load_logged_pipeline(indexed.query.pipeline.dumps()))
+    reloaded.warm_up()
+    items = [item for item in indexed.dataset.golden if item.history][:3] + indexed.dataset.golden[-2:]
+    for item in items:
+        inputs = pipeline_inputs(indexed.query, item)
+        original, again = indexed.query.run(**inputs), reloaded.run(**inputs)
+        for view in ("retrieval", "context", "stage/reranker"):
+            docs = indexed.query.view_documents(original)[view]
+            assert [(d.id, d.score) for d in reloaded.view_documents(again)[view]] == [(d.id, d.score) for d in docs]
+        first, second = indexed.query.answer(original), reloaded.answer(again)
+        assert (second.data, second.meta) == (first.data, first.meta), item.id
