@@ -23,7 +23,9 @@ class CalibratedRanker:
     steps (a threshold here, the CRAG evaluator later) need one scale, so the wrapper:
     - normalises the scores: `sigmoid` for logits, `minmax` within the query's candidates, `none` for scores
       already in [0, 1];
-    - drops documents below `threshold`, but always keeps the best `min_keep`;
+    - drops documents below `threshold`, but always keeps the best `min_keep` (when the ranker keeps nothing, as
+      an LLM may, the first `min_keep` documents as they came in);
+    - keeps each document id once (an LLM may list a candidate twice);
     - labels each document `meta["confidence"]` high, medium or low by `bands`, and keeps the ranker's raw score
       in `meta["rerank_score"]`;
     - with `upstream_weight` > 0, orders by weighted reciprocal-rank fusion of the ranker's order and the order
@@ -50,6 +52,7 @@ class CalibratedRanker:
         bands: dict[str, float] | None = None,
         upstream_weight: float = 0.0,
         rrf_k: int = 60,
+        candidates: int | None = None,
     ) -> None:
         """
         :param ranker: A Haystack component with `run(query, documents, top_k)` returning `documents`.
@@ -59,6 +62,8 @@ class CalibratedRanker:
         :param bands: Lower bounds of the "high" and "medium" confidence levels; anything lower is "low".
         :param upstream_weight: Weight of the incoming order against the ranker's (1.0); 0 keeps the ranker's.
         :param rrf_k: The rank constant of that fusion, weight / (rrf_k + rank).
+        :param candidates: Only the first this many incoming documents are ranked, the rest dropped (an LLM's
+            context holds a few chunks); None ranks them all.
         """
         if not callable(getattr(ranker, "run", None)):
             raise TypeError(f"ranker must be a Haystack component with run(), got {type(ranker).__name__}")
@@ -71,6 +76,8 @@ class CalibratedRanker:
             raise ValueError(f"bands must be {{high: x, medium: y}} with x >= y, got {bands}")
         if upstream_weight < 0 or rrf_k < 1:
             raise ValueError(f"upstream_weight must be >= 0 and rrf_k >= 1, got {upstream_weight} and {rrf_k}")
+        if candidates is not None and candidates < 1:
+            raise ValueError(f"candidates must be None or >= 1, got {candidates}")
         self.ranker = ranker
         self.normalize = normalize
         self.threshold = threshold
@@ -78,6 +85,7 @@ class CalibratedRanker:
         self.bands = bands
         self.upstream_weight = upstream_weight
         self.rrf_k = rrf_k
+        self.candidates = candidates
 
     def warm_up(self) -> None:
         """Warm the wrapped ranker (model loading happens there)."""
@@ -95,6 +103,7 @@ class CalibratedRanker:
             bands=self.bands,
             upstream_weight=self.upstream_weight,
             rrf_k=self.rrf_k,
+            candidates=self.candidates,
         )
 
     @classmethod
@@ -116,10 +125,13 @@ class CalibratedRanker:
         """
         if not documents:
             return {"documents": []}
+        documents = documents[: self.candidates]
         params: dict[str, Any] = {"query": query, "documents": documents}
         if top_k is not None:
             params["top_k"] = top_k
-        ranked = self.ranker.run(**params)["documents"]
+        ranked = _first_of_each_id(self.ranker.run(**params)["documents"])
+        if not ranked and self.min_keep:
+            ranked = _first_of_each_id(documents)[: self.min_keep]  # a ranker that keeps nothing (an LLM) empties no context
         raw = [0.0 if doc.score is None else float(doc.score) for doc in ranked]
         labelled = [
             replace(doc, score=score, meta={**doc.meta, "rerank_score": value, "confidence": self.confidence(score)})
@@ -148,6 +160,12 @@ class CalibratedRanker:
         if score >= self.bands["high"]:
             return "high"
         return "medium" if score >= self.bands["medium"] else "low"
+
+
+def _first_of_each_id(documents: list[Document]) -> list[Document]:
+    """An LLM may list a candidate twice; the context gets it once, at its first place."""
+    seen: set[str] = set()
+    return [doc for doc in documents if not (doc.id in seen or seen.add(doc.id))]
 
 
 def normalise(scores: list[float], method: str) -> list[float]:

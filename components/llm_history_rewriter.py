@@ -22,9 +22,10 @@ class LLMHistoryRewriter:
 
     Questions without history pass untouched and cost no call. The reply must be a JSON object whose `question` is
     a non-empty string of at most `max_chars_factor` times the length of the question and its history's last user
-    turn; anything else (bad JSON, a missing key, an empty or runaway rewrite) falls back to the question as asked
-    and says so in `fallback`, which evaluation counts as `query/fallbacks`. Hold the generator to the JSON schema
-    (conf/rewriter/llm.yaml) and small local models reply parseably; the check stays for online ones.
+    turn; anything else (a generator error, bad JSON, a missing key, an empty or runaway rewrite) falls back to
+    the question as asked and says so in `fallback`, which evaluation counts as `query/fallbacks`. Hold the
+    generator to the JSON schema (conf/rewriter/llm.yaml) and small local models reply parseably; the check stays
+    for online ones.
 
     ### Usage example
     ```python
@@ -92,7 +93,12 @@ class LLMHistoryRewriter:
         template = self.templates.get(language) or next(iter(self.templates.values()))
         lines = "\n".join(f"{m.role.value}: {m.text}" for m in shown)
         prompt = template.format(history=lines, question=question)
-        replies = self.chat_generator.run(messages=[ChatMessage.from_user(prompt)])["replies"]
+        try:
+            replies = self.chat_generator.run(messages=[ChatMessage.from_user(prompt)])["replies"]
+        except Exception as error:  # an endpoint down or timing out costs the rewrite, not the run
+            logger.warning("LLMHistoryRewriter: the generator failed ({error}); the question goes on as asked",
+                           error=error)
+            return {"question": question, "queries": [], "fallback": True}
         rewrite = self._parse(replies[0].text if replies else None, question, shown)
         if rewrite is None:
             return {"question": question, "queries": [], "fallback": True}

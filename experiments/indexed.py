@@ -50,8 +50,13 @@ class IndexedPipeline:
         return build_index(self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint)
 
     def reads_index(self) -> set[str]:
-        """Components that read the store (their warm-up time counts as indexing)."""
-        return {name for name, instance in self.query.pipeline.walk() if hasattr(instance, "document_store")}
+        """Components that read the store, themselves or through a ranker they wrap (their warm-up time counts as
+        indexing: the e5 reranker takes the index's vectors then)."""
+        return {
+            name
+            for name, instance in self.query.pipeline.walk()
+            if hasattr(instance, "document_store") or hasattr(getattr(instance, "ranker", None), "document_store")
+        }
 
 
 def prepare_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS) -> IndexedPipeline:
@@ -80,7 +85,10 @@ def load_indexed_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = G
 
 
 def load_logged_pipeline(text: str, extra_modules: Sequence[str] = ()) -> Pipeline:
-    """A run's logged `pipeline.yaml` as a Haystack Pipeline; `extra_modules` trusts more components' modules."""
+    """A run's logged `pipeline.yaml` as a Haystack Pipeline; `extra_modules` trusts more components' modules.
+
+    An in-memory store is serialised without its documents: in another process the reloaded store is empty until
+    it is filled again from the run's index snapshot (`load_indexed_pipeline` on the run's config does both)."""
     return Pipeline.loads(text, allowed_modules=[*PROJECT_MODULES, *extra_modules])
 
 

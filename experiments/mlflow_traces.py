@@ -9,6 +9,7 @@ traces are flushed.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from haystack import tracing
 from experiments.tracing import ComponentTimer
 
 QUESTION_TAG = "ragtune.question_id"
+logger = logging.getLogger(__name__)
 
 
 def sampled_indices(sample: int, total: int) -> set[int]:
@@ -36,13 +38,15 @@ class QuestionTraces:
         self.trace_ids: dict[str, str] = {}
         self.timer = timer
         self._mlflow_tracer: Any = None
+        self._content = False
 
     def __enter__(self) -> QuestionTraces:
         if self.indices:
-            active = tracing.tracer.actual_tracer
-            mlflow.haystack.autolog(silent=True)  # makes MLflow's tracer the active one
+            active, self._content = tracing.tracer.actual_tracer, tracing.tracer.is_content_tracing_enabled
+            mlflow.haystack.autolog(silent=True)  # makes MLflow's tracer the active one, with content tracing on
             self._mlflow_tracer = tracing.tracer.actual_tracer
             tracing.enable_tracing(active)
+            tracing.tracer.is_content_tracing_enabled = self._content  # inputs and outputs recorded when traced only
         return self
 
     @contextlib.contextmanager
@@ -53,10 +57,12 @@ class QuestionTraces:
             return
         before = mlflow.get_last_active_trace_id()
         self.timer.forward = self._mlflow_tracer
+        tracing.tracer.is_content_tracing_enabled = True
         try:
             yield
         finally:
             self.timer.forward = None
+            tracing.tracer.is_content_tracing_enabled = self._content
             trace_id = mlflow.get_last_active_trace_id()
             if trace_id and trace_id != before:
                 self.trace_ids[question_id] = trace_id
@@ -65,7 +71,11 @@ class QuestionTraces:
         if not self.indices:
             return
         mlflow.haystack.autolog(disable=True)
-        mlflow.flush_trace_async_logging()
-        client = mlflow.MlflowClient()
-        for question_id, trace_id in self.trace_ids.items():
-            client.set_trace_tag(trace_id, QUESTION_TAG, question_id)
+        tracing.tracer.is_content_tracing_enabled = self._content
+        try:
+            mlflow.flush_trace_async_logging()
+            client = mlflow.MlflowClient()
+            for question_id, trace_id in self.trace_ids.items():
+                client.set_trace_tag(trace_id, QUESTION_TAG, question_id)
+        except Exception as error:  # the traces are a debugging aid: losing their tags must not fail a finished run
+            logger.warning("MLflow traces: tagging with question ids failed (%s); the traces stay untagged", error)

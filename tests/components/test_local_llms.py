@@ -11,6 +11,7 @@ from components.localized_prompt_builder import LocalizedChatPromptBuilder
 from components.span_answerer import SpanAnswerer, word_spans
 from experiments.models import resolve_model
 from tests.paths import CONF
+from tests.shipped import shipped
 
 pytestmark = pytest.mark.slow
 PROMPT = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "grounded.yaml"))
@@ -92,21 +93,6 @@ def test_span_answerer_offers_at_most_its_token_budget_cut_at_a_word(gemma_spans
     kept = len(fitted[0].split())
     assert budgeted._tokens(fitted[0]) <= 12 < budgeted._tokens(" ".join(words[: kept + 1]))
     assert budgeted._fit_budget(["短句。", "另一个短句。"]) == ["短句。", "另一个短句。"]
-
-
-def shipped(overrides, key):
-    """The component at config `key` as conf/ builds it with `overrides`, warmed up."""
-    from hydra import compose, initialize_config_dir
-
-    from experiments.config import register_resolvers
-    from pipelines.builder import instantiate_component
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    instance = instantiate_component(OmegaConf.select(cfg, key), key, {})
-    instance.warm_up()
-    return instance, cfg
 
 
 def test_reranker_llm_gets_parseable_json_from_smollm2_under_its_schema():

@@ -149,10 +149,14 @@ class TestQueryAdaptiveWeights:
         assert _ids(static.run(bm25=bm25, dense=dense))[0] == "c"
         assert _ids(adaptive.run(bm25=bm25, dense=dense))[0] == "a"
 
-    def test_strength_zero_is_the_static_fusion(self):
-        static = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf")
-        off = RankFusionJoiner(paths=["bm25", "dense"], mode="dbsf", confidence="entropy", confidence_strength=0.0)
-        assert _ids(off.run(bm25=BM25, dense=DENSE)) == _ids(static.run(bm25=BM25, dense=DENSE))
+    @pytest.mark.parametrize("mode", ["rrf", "dbsf"])
+    def test_paths_equally_confident_keep_the_static_order(self, mode):
+        bm25 = _docs(("a", 9.0), ("b", 5.0), ("c", 1.0))
+        dense = _docs(("c", 0.9), ("d", 0.5), ("a", 0.1))  # the same score shape: the same confidence
+        static = RankFusionJoiner(paths=["bm25", "dense"], mode=mode, weights={"bm25": 1.0, "dense": 1.5})
+        adaptive = RankFusionJoiner(paths=["bm25", "dense"], mode=mode, weights={"bm25": 1.0, "dense": 1.5},
+                                    confidence="gap", confidence_strength=2.0)
+        assert _ids(adaptive.run(bm25=bm25, dense=dense)) == _ids(static.run(bm25=bm25, dense=dense))
 
 
 class TestDelegatedModes:

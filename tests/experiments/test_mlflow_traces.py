@@ -1,5 +1,5 @@
 import mlflow
-from haystack import Document, Pipeline
+from haystack import Document, Pipeline, tracing
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
@@ -26,7 +26,7 @@ def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_
     _, client, experiment = tracking(tmp_path)
     pipeline = bm25_pipeline()
     questions = [("q0", "leave"), ("q1", "parking"), ("q2", "kitchen"), ("q3", "leave days")]
-    timed = []
+    timed, content = [], []
     with (
         mlflow.start_run(experiment_id=experiment) as run,
         timing_components() as timer,
@@ -35,8 +35,11 @@ def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_
         for index, (question_id, text) in enumerate(questions):
             with traces.question(index, question_id):
                 pipeline.run({"bm25": {"query": text}})
+                content.append(tracing.tracer.is_content_tracing_enabled)
             timed.append(timer.take().calls)
     assert timed == [{"bm25": 1}] * 4  # the component timer keeps timing every question, traced or not
+    # inputs and outputs are recorded for the traced questions only, and the flag is as it was afterwards
+    assert content == [True, False, False, True] and tracing.tracer.is_content_tracing_enabled is False
     logged = mlflow.search_traces(locations=[experiment], run_id=run.info.run_id, return_type="list")
     assert sorted(t.info.tags[QUESTION_TAG] for t in logged) == ["q0", "q3"]
     spans = {s.name: s for s in logged[0].data.spans}
