@@ -151,7 +151,22 @@ def validate(cfg: DictConfig) -> None:
         "objective",
         f"must name a logged metric such as retrieval/mrr_at_10, got {cfg.get('objective')!r}",
     )
+    _check_order_is_read(cfg)
     _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
+
+
+def _check_order_is_read(cfg: DictConfig) -> None:
+    """A context order that no stage of this pipeline reads would be logged as if it had been measured."""
+    if cfg.get("order") is None or cfg.order.get("_target_") == "none":
+        return
+    stage = cfg.pipeline.get("answer")
+    components = stage.get("components") if isinstance(stage, DictConfig) else None
+    _require(
+        components is not None and "order" in components,
+        "order",
+        "only the llm answer stage reads it (answer=llm); span and extractive answers weigh each chunk by its "
+        "rank, and a retrieval-only pipeline has no prompt; drop it or set answer=llm",
+    )
 
 
 def _check_top_level_keys(cfg: DictConfig) -> None:

@@ -269,3 +269,23 @@ def test_the_cross_encoder_offline_fails_before_any_work_naming_the_key(monkeypa
     with pytest.raises(PipelineConfigError, match=r"(?s)BAAI/bge-reranker-v2-m3.*not in the local Hugging Face cache and "
                                                   r"HF_HUB_OFFLINE=1.*reranker=e5.*reranker.component.ranker.model"):
         build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+
+
+def test_lost_in_the_middle_reorders_the_llm_prompt_after_the_context_cut(tmp_path):
+    cfg = config("answer=llm", "order=lost_in_the_middle")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    assert type(built.pipeline.get_component("order")).__name__ == "LostInTheMiddleRanker"
+    assert built.context_output.component == "compressor"  # context metrics score what was kept, before reordering
+    graph = built.pipeline.graph
+    assert graph.has_edge("order", "prompt_builder") and graph.has_edge("order", "answer")  # cited as prompted
+    assert type(build_pipeline(config("answer=llm").pipeline, {"store": InMemoryDocumentStore(),
+                                                               "index_dir": str(tmp_path)}).pipeline
+                .get_component("order")).__name__ == "PassThrough"
+
+
+@pytest.mark.parametrize("overrides", [["answer=span"], ["answer=extractive"], ["pipeline=bm25"]])
+def test_an_order_no_stage_reads_is_refused_naming_the_key(overrides):
+    with pytest.raises(ConfigError, match=r"config key 'order': only the llm answer stage reads it"):
+        validate(config(*overrides, "order=lost_in_the_middle"))
