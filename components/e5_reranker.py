@@ -21,6 +21,8 @@ from components.retrieval import check_top_k
 
 # A stored vector this close to a fresh e5 passage vector of the same chunk was made by the same model.
 SAME_MODEL_COSINE = 0.999
+# Shard files under the index beyond which a warm-up merges them into one.
+MAX_SHARDS = 64
 
 
 @component
@@ -99,21 +101,35 @@ class E5Reranker:
         return Path(self.index_dir) / f"e5-rerank-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
 
     def _saved_vectors(self) -> dict[str, np.ndarray]:
-        """Vectors earlier runs embedded over this index, one shard file per run() that embedded any."""
+        """Vectors earlier runs embedded over this index, one shard file per run() that embedded any; more than
+        MAX_SHARDS are merged into one, so a long-lived index does not open thousands of files per warm-up."""
         folder = self._vector_dir()
         vectors: dict[str, np.ndarray] = {}
-        for shard in sorted(folder.glob("*.npz")) if folder and folder.is_dir() else []:
-            with np.load(shard) as saved:
-                vectors.update(zip(saved["ids"].tolist(), saved["vectors"], strict=True))
+        shards = sorted(folder.glob("*.npz")) if folder and folder.is_dir() else []
+        read = []
+        for shard in shards:
+            try:
+                with np.load(shard) as saved:
+                    vectors.update(zip(saved["ids"].tolist(), saved["vectors"], strict=True))
+                read.append(shard)
+            except FileNotFoundError:  # merged away by a parallel job: its vectors are in the merged shard
+                continue
+        if folder is not None and len(read) > MAX_SHARDS:
+            self._publish(folder, list(vectors), list(vectors.values()))
+            for shard in read:
+                shard.unlink(missing_ok=True)
         return vectors
 
     def _save(self, ids: list[str], vectors: list[np.ndarray]) -> None:
-        """One small shard per call, published by rename: parallel sweep jobs never see half a file."""
         folder = self._vector_dir()
-        if folder is None or not ids:
-            return
+        if folder is not None and ids:
+            self._publish(folder, ids, vectors)
+
+    @staticmethod
+    def _publish(folder: Path, ids: list[str], vectors: list[np.ndarray]) -> None:
+        """One shard, written aside (not *.npz) and published by rename: parallel jobs never read half a file."""
         folder.mkdir(parents=True, exist_ok=True)
-        fd, staging = tempfile.mkstemp(prefix=".shard-", suffix=".npz", dir=folder)
+        fd, staging = tempfile.mkstemp(prefix=".shard-", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "wb") as out:
             np.savez(out, ids=np.array(ids), vectors=np.stack(vectors))
         os.replace(staging, folder / f"{uuid.uuid4().hex}.npz")

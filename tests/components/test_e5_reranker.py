@@ -82,6 +82,23 @@ def test_vectors_embedded_on_first_sight_are_read_back_by_the_next_run_over_the_
     assert E5Reranker(model=str(other_weights), index_dir=str(tmp_path))._vector_dir() != later._vector_dir()
 
 
+def test_many_shards_are_merged_into_one_at_warm_up(tmp_path, monkeypatch):
+    import components.e5_reranker as module
+
+    monkeypatch.setattr(module, "MAX_SHARDS", 2)
+    reranker = E5Reranker(index_dir=str(tmp_path))
+    for doc in CHUNKS:  # one new chunk per call: one shard each
+        reranker.run(query="年假", documents=[doc])
+    folder = reranker._vector_dir()
+    assert len(list(folder.glob("*.npz"))) == 3 and not list(folder.glob(".*"))  # no staging file left behind
+    later = E5Reranker(document_store=store_with(CHUNKS), index_dir=str(tmp_path))
+    later.warm_up()
+    assert set(later._vectors) == {d.id for d in CHUNKS} and len(list(folder.glob("*.npz"))) == 1
+    again = E5Reranker(document_store=store_with(CHUNKS), index_dir=str(tmp_path))
+    again.warm_up()
+    assert set(again._vectors) == {d.id for d in CHUNKS}
+
+
 def test_duplicates_are_ranked_once_and_empty_input_returns_nothing():
     out = E5Reranker().run(query="年假", documents=[CHUNKS[1], CHUNKS[0], CHUNKS[1]])["documents"]
     assert [d.id for d in out] == ["leave", "parking"]
