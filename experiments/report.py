@@ -27,7 +27,14 @@ def console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 
-def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks: Sequence[int]) -> None:
+def print_results(
+    pipeline: str,
+    dataset: Any,
+    metrics: Mapping[str, float],
+    ks: Sequence[int],
+    stages: Sequence[tuple[str, bool]] = (),
+) -> None:
+    """`stages`: (stage name, is a `none` slot) in pipeline order; without them, every logged stage, by name."""
     out = console()
     table = Table(title=f"{pipeline} on {dataset.name} ({dataset.language}, {int(metrics['eval/judged_questions'])} judged questions)")
     table.add_column("view @k")
@@ -35,10 +42,11 @@ def print_results(pipeline: str, dataset: Any, metrics: Mapping[str, float], ks:
         table.add_column(name, justify="right")
     for k in ks:
         table.add_row(f"retrieval @{k}", *_cells(metrics, "retrieval", k))
-    stages = sorted({key.split("/")[1] for key in metrics if key.startswith("stage/")})
+    stages = stages or [(name, False) for name in sorted({key.split("/")[1] for key in metrics if key.startswith("stage/")})]
     k = 10 if 10 in ks else ks[-1]
-    for stage in stages:
-        table.add_row(f"stage {stage} @{k}", *_cells(metrics, f"stage/{stage}", k))
+    for stage, passes_through in stages:
+        label = f"stage {stage} (none: as above)" if passes_through else f"stage {stage}"
+        table.add_row(f"{label} @{k}", *_cells(metrics, f"stage/{stage}", k))
     out.print(table)
     out.print(
         f"index {metrics['time/index_seconds']:.1f}s (cache hit: {bool(metrics['index/cache_hit'])}, "

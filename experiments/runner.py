@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 from omegaconf import DictConfig, OmegaConf
 
+from components.pass_through import PassThrough
 from experiments.answer_metrics import Similarity, ragas_embeddings
 from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset
@@ -32,7 +33,7 @@ from experiments.models import check_endpoint, generator_identity, model_identit
 from experiments.report import print_results, print_skipped_files
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
-from pipelines.builder import BuiltPipeline, instantiate_component
+from pipelines.builder import STAGE_PREFIX, BuiltPipeline, instantiate_component
 from pipelines.ingest import IndexInfo
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
@@ -182,9 +183,18 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.log_dict(dataset.skipped_files, "skipped_files.json")
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
     _write_diagnosis(job_dir, result, query.name, settings.pass_f1)
-    print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks))
+    print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks), _stage_rows(query))
     print_skipped_files(dataset.skipped_files)
     return metrics
+
+
+def _stage_rows(query: BuiltPipeline) -> list[tuple[str, bool]]:
+    """The scored stages in pipeline order, each marked when its slot is `none` (it repeats the stage before it)."""
+    return [
+        (view.removeprefix(STAGE_PREFIX), isinstance(query.pipeline.get_component(socket.component), PassThrough))
+        for view, socket in query.views.items()
+        if view.startswith(STAGE_PREFIX)
+    ]
 
 
 def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: BuiltPipeline) -> None:
