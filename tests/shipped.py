@@ -10,11 +10,16 @@ from pipelines.builder import instantiate_component
 from tests.paths import CONF
 
 
-def shipped(overrides: list[str], key: str, resources: dict[str, Any] | None = None) -> tuple[Any, DictConfig]:
-    """The component at config `key` as conf/ builds it with `overrides`, warmed up, and the composed config."""
+def composed(*overrides: str) -> DictConfig:
+    """conf/config.yaml composed with command-line style overrides, as run.py composes it."""
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        return compose("config", overrides=list(overrides))
+
+
+def shipped(overrides: list[str], key: str, resources: dict[str, Any] | None = None) -> tuple[Any, DictConfig]:
+    """The component at config `key` as conf/ builds it with `overrides`, warmed up, and the composed config."""
+    cfg = composed(*overrides)
     instance = instantiate_component(OmegaConf.select(cfg, key), key, resources or {})
     instance.warm_up()
     return instance, cfg

@@ -2,10 +2,9 @@ from pathlib import Path
 
 import pytest
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from hydra import compose, initialize_config_dir
 
 from experiments import models
-from experiments.config import ConfigError, register_resolvers, validate
+from experiments.config import ConfigError, validate
 from experiments.models import (
     ModelUnavailableError,
     check_endpoint,
@@ -14,13 +13,9 @@ from experiments.models import (
     resolve_model,
 )
 from pipelines.builder import GOLDEN_INPUTS, PipelineConfigError, build_pipeline
-from tests.paths import CONF
+from tests.shipped import composed
 
-
-def config(*overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+config = composed
 
 
 @pytest.mark.parametrize("pipeline", ["bm25", "bm25_haystack", "dense", "hybrid"])

@@ -3,18 +3,15 @@
 from dataclasses import replace
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from experiments.config import register_resolvers, validate
+from experiments.config import validate
 from experiments.evaluate import pipeline_inputs
 from experiments.indexed import load_indexed_pipeline, load_logged_pipeline, prepare_pipeline
-from tests.paths import CONF
+from tests.shipped import composed
 
 
 def config(*overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides))
+    cfg = composed(*overrides)
     validate(cfg)
     return cfg
 
