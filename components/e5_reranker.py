@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -91,6 +92,7 @@ class E5Reranker:
         else:
             self._vectors.update(self._saved_vectors())
 
+    @functools.cache  # noqa: B019 -- one key per instance, computed once instead of a stat() per question
     def _vector_dir(self) -> Path | None:
         if self.index_dir is None:
             return None
