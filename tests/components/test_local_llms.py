@@ -122,6 +122,26 @@ def test_rewriter_llm_restates_a_follow_up_with_smollm2(question, history):
     """conf/rewriter/llm.yaml as shipped: parseable under the schema, so no fallback, and a standalone question."""
     from haystack.dataclasses import ChatMessage
 
-    rewriter, _ = shipped(["pipeline=advanced", "rewriter=llm"], "rewriter")
+    rewriter, _ = shipped(["pipeline=advanced", "rewriter=llm"], "rewriter.component")
     out = rewriter.run(question=question, history=[ChatMessage.from_user(history[0]), ChatMessage.from_assistant(history[1])])
     assert out["fallback"] is False and out["question"].strip() and out["queries"] == [out["question"]]
+
+
+@pytest.mark.parametrize("rewriter", ["multi_query", "hyde", "step_back", "decompose"])
+@pytest.mark.parametrize("question", ["Which gives more weeks of paid leave: being a birth parent or adopting a child?",
+                                      "买一台8万元的测试设备，要几家报价、谁来审批？"])
+def test_expanders_get_parseable_json_from_smollm2_under_their_schema(rewriter, question):
+    """conf/rewriter/<expander>.yaml as shipped: even where SmolLM2 runs on, the grammar closes the JSON within
+    max_tokens, so Haystack's QueryExpander parses every reply (a cut reply would fall back to the question)."""
+    import json
+
+    from haystack.dataclasses import ChatMessage
+
+    expander, cfg = shipped(["pipeline=advanced", f"rewriter={rewriter}"], "rewriter.component")
+    prompt = expander._prompt_builder.run(query=question, n_expansions=expander.n_expansions)["prompt"]
+    reply = expander.chat_generator.run(messages=[ChatMessage.from_user(prompt)])["replies"][0].text
+    queries = json.loads(reply)["queries"]
+    assert 1 <= len(queries) <= expander.n_expansions and all(isinstance(q, str) and q for q in queries)
+    out = expander.run(query=question)["queries"]
+    assert out[: len(queries)] == [q for q in queries]  # QueryExpander kept them, the question appended or not
+    assert (question in out) == cfg.rewriter.component.include_original_query

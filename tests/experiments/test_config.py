@@ -57,12 +57,44 @@ def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path)
     assert built.context_output.component == "compressor" and graph.has_edge("context_window", "compressor")
 
 
+@pytest.mark.parametrize(("rewriter", "paths"), [("multi_query", {"bm25", "dense"}), ("step_back", {"bm25", "dense"}),
+                                              ("decompose", {"bm25", "dense"}), ("hyde", {"dense"})])
+def test_an_expander_feeds_its_queries_to_the_paths_it_names(rewriter, paths, tmp_path):
+    cfg = config("pipeline=advanced", f"rewriter={rewriter}")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    expander = built.pipeline.get_component("rewriter")
+    assert type(expander).__name__ == "QueryExpander" and built.rewriter == "rewriter"
+    assert expander.n_expansions == cfg.rewriter.component.n_expansions
+    schema = cfg.rewriter.component.chat_generator.generation_kwargs.response_format.schema
+    assert schema.properties.queries.maxItems == expander.n_expansions  # the grammar allows no more than asked
+    assert set(built.inputs) == {"question", "filters"}  # an expander reads no history: eval/history_unused says so
+    graph = built.pipeline.graph
+    assert {n for n in ("bm25", "dense") if graph.has_edge("rewriter", n)} == paths
+    assert ("query_embedder" in dict(built.pipeline.walk())) == ("dense" not in paths)
+    # the question as asked still reaches fusion, the reranker and the answer stage
+    assert {"rewriter.query", "fusion.query", "reranker.query", "answer.query"} <= {str(s) for s in built.inputs["question"]}
+
+
+def test_expander_prompts_show_an_example_in_the_questions_language():
+    from haystack.components.builders import PromptBuilder
+
+    for rewriter in ("multi_query", "hyde", "step_back", "decompose"):
+        template = config("pipeline=advanced", f"rewriter={rewriter}").rewriter.component.prompt_template
+        builder = PromptBuilder(template=template)
+        zh = builder.run(query="婚假有几天？", n_expansions=2)["prompt"]
+        en = builder.run(query="How long is parental leave?", n_expansions=2)["prompt"]
+        assert "问题：婚假有几天？" in zh and "Question" not in zh and "Query" not in zh, rewriter
+        assert "How long is parental leave?" in en and "问题" not in en, rewriter
+
+
 def test_advanced_picks_its_measured_slots_and_the_command_line_wins():
-    assert (config("pipeline=advanced").rewriter._target_, config("pipeline=advanced").compressor._target_) == (
+    assert (config("pipeline=advanced").rewriter.component._target_, config("pipeline=advanced").compressor._target_) == (
         "components.history_rewriter.HistoryRewriter", "components.extractive_compressor.ExtractiveCompressor")
     assert config("pipeline=advanced").reranker.name == "e5"
     ablated = config("pipeline=advanced", "rewriter=none", "reranker=none", "compressor=none")
-    assert ablated.rewriter._target_ == ablated.compressor._target_ == ablated.reranker.component == "none"
+    assert ablated.rewriter.component == ablated.compressor._target_ == ablated.reranker.component == "none"
     assert config().compressor._target_ == "none" and config().reranker.name == "none"  # hybrid_rag is unchanged
 
 

