@@ -39,7 +39,7 @@ REWRITER_ALONE = ["pipeline=advanced", "reranker=none", "compressor=none"]
 BASELINE = ["pipeline=hybrid_rag"]
 TECHNIQUES = {
     "rewriter=rules": REWRITER_ALONE,
-    **{f"rewriter={name}": [*REWRITER_ALONE, f"rewriter={name}"] for name in ("multi_query", "hyde", "step_back", "decompose")},
+    **{f"rewriter={name}": [*REWRITER_ALONE, f"rewriter={name}"] for name in ("multi_query", "hyde", "step_back", "decompose", "decompose_sequential")},
     "reranker=e5": ["reranker=e5"],
     "reranker=mmr": ["reranker=mmr"],
     "compressor=extractive": ["compressor=extractive"],

@@ -4,6 +4,7 @@
                                                         # and every set under .cache/ragtune/doc_sets/
     python benchmarks/fusion_loso.py --sets demo-en python_faq-en debian_faq-zh --json loso.json
     python benchmarks/fusion_loso.py --halueval yes     # build HaluEval's embedded index if needed (minutes)
+    python benchmarks/fusion_loso.py --overrides models=e5_small   # the same folds over multilingual-e5 indexes
 
 Per set, the project's own hybrid pipeline (`pipeline=hybrid`, built by pipelines/builder.py over the index
 pipelines/ingest.py builds or loads) runs ONCE per golden question; the BM25 and dense candidate lists it hands to
@@ -424,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-cache", action="store_true", help="re-run retrieval even when its lists are cached"
     )
     parser.add_argument("--json", type=Path, help="write every score and fold to this file")
+    parser.add_argument("--overrides", nargs="*", default=[], help="run.py overrides for every set, e.g. models=e5_small")
     args = parser.parse_args(argv)
     logging.getLogger("haystack").setLevel(logging.WARNING)
 
@@ -437,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     runs = {}
     for name in names:
-        run = retrieve(name, known[name], cache, args.halueval, not args.no_cache)
+        run = retrieve(name, [*known[name], *args.overrides], cache, args.halueval, not args.no_cache)
         if run is not None:
             runs[name] = run
     if len(runs) < 2:

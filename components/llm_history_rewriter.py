@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from haystack import component, default_to_dict, logging
@@ -10,6 +9,7 @@ from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 from haystack.utils import deserialize_chatgenerator_inplace
 
+from components.json_reply import ask_json
 from components.text import detect_language
 
 logger = logging.getLogger(__name__)
@@ -93,25 +93,17 @@ class LLMHistoryRewriter:
         template = self.templates.get(language) or next(iter(self.templates.values()))
         lines = "\n".join(f"{m.role.value}: {m.text}" for m in shown)
         prompt = template.format(history=lines, question=question)
-        try:
-            replies = self.chat_generator.run(messages=[ChatMessage.from_user(prompt)])["replies"]
-        except Exception as error:  # an endpoint down or timing out costs the rewrite, not the run
-            logger.warning("LLMHistoryRewriter: the generator failed ({error}); the question goes on as asked",
-                           error=error)
-            return {"question": question, "queries": [], "fallback": True}
-        rewrite = self._parse(replies[0].text if replies else None, question, shown)
+        rewrite = self._parse(ask_json(self.chat_generator, prompt, "LLMHistoryRewriter"), question, shown)
         if rewrite is None:
             return {"question": question, "queries": [], "fallback": True}
         return {"question": rewrite, "queries": [rewrite] if rewrite != question else [], "fallback": False}
 
-    def _parse(self, reply: str | None, question: str, shown: list[ChatMessage]) -> str | None:
-        try:
-            rewrite = json.loads(reply or "").get("question")
-        except (json.JSONDecodeError, AttributeError):
-            rewrite = None
+    def _parse(self, reply: dict[str, Any] | None, question: str, shown: list[ChatMessage]) -> str | None:
+        rewrite = (reply or {}).get("question")
         last_user = next((m.text or "" for m in reversed(shown) if m.is_from("user")), "")
         limit = self.max_chars_factor * (len(question) + len(last_user))
         if not isinstance(rewrite, str) or not rewrite.strip() or len(rewrite) > limit:
-            logger.warning("LLMHistoryRewriter: unusable reply {reply!r}; the question goes on as asked", reply=reply)
+            if reply is not None:
+                logger.warning("LLMHistoryRewriter: unusable rewrite {reply!r}; the question goes on as asked", reply=reply)
             return None
         return rewrite.strip()

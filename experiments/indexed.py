@@ -31,6 +31,11 @@ from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_s
 PROJECT_MODULES = ("components",)
 
 
+def _wrapped_parts(instance: Any) -> tuple[Any, ...]:
+    """The parts a component wraps and runs itself: CalibratedRanker's ranker, MultiQueryRetriever's retriever."""
+    return tuple(getattr(instance, name, None) for name in ("ranker", "retriever"))
+
+
 @dataclass
 class IndexedPipeline:
     dataset: Dataset
@@ -50,12 +55,12 @@ class IndexedPipeline:
         return build_index(self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint)
 
     def reads_index(self) -> set[str]:
-        """Components that read the store, themselves or through a ranker they wrap (their warm-up time counts as
-        indexing: the e5 reranker takes the index's vectors then)."""
+        """Components that read the store, themselves or through a ranker or retriever they wrap (their warm-up
+        time counts as indexing: BM25 loads its index, the e5 reranker takes the index's vectors then)."""
         return {
             name
             for name, instance in self.query.pipeline.walk()
-            if hasattr(instance, "document_store") or hasattr(getattr(instance, "ranker", None), "document_store")
+            if any(hasattr(part, "document_store") for part in (instance, *_wrapped_parts(instance)))
         }
 
 

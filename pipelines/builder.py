@@ -9,7 +9,7 @@ and the contract with evaluation and serving:
 - `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
 - `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
   instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
-- `queries_from` (`{socket, question, paths}`) puts an expanding component first (e.g. Haystack's QueryExpander):
+- `queries_from` (`{socket, question, paths}`, optionally `filters`) puts an expanding component first (e.g. Haystack's QueryExpander):
   the question goes to its `question` input, and each retrieval path named under `paths` runs once per query of
   its `socket` output (components.multi_query_retriever), a dense path together with the embedder in front of it.
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
@@ -60,7 +60,7 @@ SPEC_KEYS = {
     "queries_from",
     "max_runs_per_component",
 }
-QUERIES_FROM_KEYS = ("socket", "question", "paths")
+QUERIES_FROM_KEYS = ("socket", "question", "paths")  # and optionally `filters`: the expander's filters input
 MULTI_QUERY = "components.multi_query_retriever.MultiQueryRetriever"
 PER_QUERY_INPUTS = ("query_embedding", "filters")  # what a wrapped path may receive from other components
 ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
@@ -277,8 +277,10 @@ def _with_queries_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
     if value is None:
         return spec
     where = f"{key}.queries_from"
-    if not isinstance(value, Mapping) or set(value) != set(QUERIES_FROM_KEYS):
-        raise PipelineConfigError(f"{where}: expected a mapping with exactly {list(QUERIES_FROM_KEYS)}, got {value!r}")
+    if not isinstance(value, Mapping) or not set(QUERIES_FROM_KEYS) <= set(value) <= {*QUERIES_FROM_KEYS, "filters"}:
+        raise PipelineConfigError(
+            f"{where}: expected a mapping with {list(QUERIES_FROM_KEYS)} and optionally 'filters', got {value!r}"
+        )
     source = _parse_socket(value["socket"], f"{where}.socket")
     question = _parse_socket(value["question"], f"{where}.question")
     paths = value["paths"]
@@ -313,6 +315,8 @@ def _with_queries_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
         questions = [q for q in questions if q.component != path] + [Socket(path, "query")]
         connections.append((source, Socket(path, "queries")))
     inputs["question"] = [str(q) for q in [question, *questions]]
+    if value.get("filters"):  # an expander that retrieves itself (decompose_sequential) sees the same documents
+        inputs["filters"] = [*inputs.get("filters", []), str(_parse_socket(value["filters"], f"{where}.filters"))]
     return spec | {
         "components": components,
         "connections": [[str(s), str(r)] for s, r in connections],

@@ -145,3 +145,22 @@ def test_expanders_get_parseable_json_from_smollm2_under_their_schema(rewriter, 
     out = expander.run(query=question)["queries"]
     assert out[: len(queries)] == [q for q in queries]  # QueryExpander kept them, the question appended or not
     assert (question in out) == cfg.rewriter.component.include_original_query
+
+
+def test_the_sequential_decomposer_gets_parseable_json_from_smollm2_under_its_schema(tmp_path):
+    """conf/rewriter/decompose_sequential.yaml as shipped: each hop's reply is a JSON object with both keys."""
+    import json
+
+    from haystack.dataclasses import ChatMessage
+
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    store = InMemoryDocumentStore()
+    store.write_documents(DOCS)
+    planner, _ = shipped(["pipeline=advanced", "rewriter=decompose_sequential"], "rewriter.component",
+                         {"store": store, "index_dir": str(tmp_path)})
+    for question in ("Who has to sign off a two-year software contract worth $30,000?", "婚假和丧假哪个更长？"):
+        prompt = planner._prompt(planner.templates["zh" if "婚" in question else "en"], question, [], [])
+        reply = json.loads(planner.chat_generator.run(messages=[ChatMessage.from_user(prompt)])["replies"][0].text,
+                           strict=False)
+        assert set(reply) == {"answer", "next"} and all(isinstance(v, str) for v in reply.values())

@@ -77,6 +77,17 @@ def test_an_expander_feeds_its_queries_to_the_paths_it_names(rewriter, paths, tm
     assert {"rewriter.query", "fusion.query", "reranker.query", "answer.query"} <= {str(s) for s in built.inputs["question"]}
 
 
+def test_the_sequential_decomposer_retrieves_with_the_pipelines_filters(tmp_path):
+    cfg = config("pipeline=advanced", "rewriter=decompose_sequential")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    planner = built.pipeline.get_component("rewriter")
+    assert type(planner).__name__ == "SequentialDecomposer" and planner.max_hops == 3
+    assert "rewriter.filters" in {str(s) for s in built.inputs["filters"]}  # a tenant's look-ups see its documents
+    assert built.pipeline.graph.has_edge("rewriter", "bm25") and built.pipeline.graph.has_edge("rewriter", "dense")
+
+
 def test_expander_prompts_show_an_example_in_the_questions_language():
     from haystack.components.builders import PromptBuilder
 
@@ -316,3 +327,12 @@ def test_lost_in_the_middle_reorders_the_llm_prompt_after_the_context_cut(tmp_pa
 def test_an_order_no_stage_reads_is_refused_naming_the_key(overrides):
     with pytest.raises(ConfigError, match=r"config key 'order': only the llm answer stage reads it"):
         validate(config(*overrides, "order=lost_in_the_middle"))
+
+
+def test_an_embedder_brings_its_own_fusion_defaults_and_the_command_line_still_wins():
+    """e5's dense path is good enough in both languages that leave-one-set-out picked a heavier dense weight."""
+    assert (config().retriever.fusion.agreement_bonus, config().retriever.fusion.weights.dense) == (0.2, 1.0)
+    e5 = config("models=e5_small")
+    assert (e5.retriever.fusion.agreement_bonus, e5.retriever.fusion.weights.dense) == (0.5, 1.5)
+    chosen = config("models=e5_small", "retriever.fusion.agreement_bonus=0.1", "retriever.fusion.weights.dense=2")
+    assert (chosen.retriever.fusion.agreement_bonus, chosen.retriever.fusion.weights.dense) == (0.1, 2)
