@@ -81,7 +81,7 @@ def main(cfg: DictConfig) -> float:
 if __name__ == "__main__":
     from experiments.sweep import failed_jobs
 
-    interrupts.install(signal.SIGTERM)
+    interrupts.install(signal.SIGTERM, signal.SIGINT)
     register_resolvers()
     main()
     sys.exit(EXIT_BUG if failed_jobs() else 0)

@@ -1,4 +1,4 @@
-"""SIGTERM (timeout, CI cancellation, docker stop) ends a run like Ctrl-C, and is never lost.
+"""SIGTERM (timeout, CI cancellation, docker stop) ends a run like Ctrl-C, and neither is ever lost.
 
 The handler raises `Interrupted` where the main thread is. Code that swallows every exception can eat that
 raise: an exception raised inside a ctypes callback (llama.cpp's log hook, say) is printed and dropped. So the
@@ -28,9 +28,11 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def install(*signums: int) -> None:
-    """Turns each signal into `Interrupted` (run.py installs it for SIGTERM)."""
+    """Turns each signal into `Interrupted` (run.py: SIGTERM and SIGINT), except one the process was started
+    ignoring (`nohup`, a shell's background job), which stays ignored."""
     for signum in signums:
-        signal.signal(signum, _on_signal)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _on_signal)
 
 
 def raise_if_interrupted() -> None:

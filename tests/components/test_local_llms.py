@@ -152,7 +152,6 @@ def test_the_sequential_decomposer_gets_parseable_json_from_smollm2_under_its_sc
     import json
 
     from haystack.dataclasses import ChatMessage
-
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
     store = InMemoryDocumentStore()
