@@ -273,7 +273,10 @@ def test_a_bug_mid_evaluation_keeps_its_traceback_and_ends_the_run_failed(tmp_pa
 def test_a_signal_during_evaluation_ends_the_run_killed_with_one_line(tmp_path, sig, code):
     args = [sys.executable, str(ROOT / "run.py"), f"paths.cache={tmp_path / 'cache'}",
             f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "dataset.subset=en"]
-    process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As from a terminal: a shell's background job (a CI runner's, say) would pass SIGINT on ignored, and run.py
+    # rightly keeps a signal it was started ignoring.
+    process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while time.time() < deadline and not list((tmp_path / "cache").glob("index/*/manifest.json")):
         time.sleep(0.5)
