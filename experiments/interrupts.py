@@ -1,13 +1,15 @@
 """SIGTERM (timeout, CI cancellation, docker stop) ends a run like Ctrl-C, and neither is ever lost.
 
 The handler raises `Interrupted` where the main thread is. Code that swallows every exception can eat that
-raise: an exception raised inside a ctypes callback (llama.cpp's log hook, say) is printed and dropped. So the
-signal is also remembered, and long loops call `raise_if_interrupted()` at each step to raise it again.
+raise: an exception raised inside a ctypes callback (llama.cpp's log hook, say) or a weakref callback is dropped,
+and Python prints it as "Exception ignored in ..." with a traceback. So the signal is also remembered, long loops
+call `raise_if_interrupted()` at each step to raise it again, and that dropped raise is not printed.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 
 
@@ -27,12 +29,19 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _drop_unraisable_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
+    """Python's hook for exceptions it cannot raise, quiet for ours: `raise_if_interrupted()` raises it again."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        sys.__unraisablehook__(unraisable)
+
+
 def install(*signums: int) -> None:
     """Turns each signal into `Interrupted` (run.py: SIGTERM and SIGINT), except one the process was started
     ignoring (`nohup`, a shell's background job), which stays ignored."""
     for signum in signums:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _on_signal)
+    sys.unraisablehook = _drop_unraisable_interrupt
 
 
 def raise_if_interrupted() -> None:

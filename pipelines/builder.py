@@ -9,9 +9,10 @@ and the contract with evaluation and serving:
 - `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
 - `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
   instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
-- `queries_from` (`{socket, question, paths}`, optionally `filters`) puts an expanding component first (e.g. Haystack's QueryExpander):
-  the question goes to its `question` input, and each retrieval path named under `paths` runs once per query of
-  its `socket` output (components.multi_query_retriever), a dense path together with the embedder in front of it.
+- `queries_from` (`{socket, question, paths}`, optionally `filters`) puts an expanding component first (e.g.
+  Haystack's QueryExpander): the question goes to the socket named by `question`, and each retrieval path named
+  under `paths` runs once per query of the `socket` output (components.multi_query_retriever), a dense path
+  together with the embedder in front of it.
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
 graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
 component must declare the answer contract (experiments/answer_contract.py).

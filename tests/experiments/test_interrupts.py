@@ -34,3 +34,25 @@ def test_a_signal_the_process_was_started_ignoring_stays_ignored():
         assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+def test_a_signal_raised_inside_a_weakref_callback_is_not_printed_but_raised_again(usr1, capsys):
+    import gc
+    import weakref
+
+    class Owner:
+        pass
+
+    def on_collect():  # where the signal happens to land: Python cannot raise it there and drops it
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    owner = Owner()
+    weakref.finalize(owner, on_collect)
+    del owner
+    gc.collect()
+    assert "Traceback" not in capsys.readouterr().err
+    with pytest.raises(interrupts.Interrupted):
+        interrupts.raise_if_interrupted()
+    weakref.finalize(Owner(), lambda: 1 / 0)  # any other dropped exception is still reported
+    gc.collect()
+    assert "ZeroDivisionError" in capsys.readouterr().err
