@@ -122,3 +122,8 @@ def key_terms(text: str) -> list[str]:
         else:
             terms.extend(_ENGLISH.tokenize(piece))
     return list(dict.fromkeys(terms))
+
+
+def shared_terms(text: str, other: str) -> int:
+    """How many content words two texts share: whether an expansion or a look-up is still about the question."""
+    return len(set(key_terms(text)) & set(key_terms(other)))

@@ -8,7 +8,7 @@ from haystack import Document, component, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.utils import deserialize_component_inplace
 
-from components.history_rewriter import key_terms
+from components.history_rewriter import shared_terms
 
 
 @component
@@ -108,11 +108,10 @@ class MultiQueryRetriever:
 
     def _usable(self, query: str, queries: list[str]) -> list[str]:
         """The distinct queries that share enough content words with the question (the question always does)."""
-        own = set(key_terms(query))
         return [
             text
             for text in dict.fromkeys(q.strip() for q in queries if isinstance(q, str) and q.strip())
-            if text == query.strip() or len(own & set(key_terms(text))) >= self.min_shared_terms
+            if text == query.strip() or shared_terms(text, query) >= self.min_shared_terms
         ]
 
     def _retrieve(self, text: str, filters: dict[str, Any] | None) -> list[Document]:

@@ -8,7 +8,7 @@ from haystack import Document, component, default_to_dict, logging
 from haystack.core.serialization import component_to_dict
 from haystack.utils import deserialize_chatgenerator_inplace, deserialize_component_inplace
 
-from components.history_rewriter import key_terms
+from components.history_rewriter import shared_terms
 from components.json_reply import ask_json
 from components.text import detect_language
 
@@ -107,7 +107,8 @@ class SequentialDecomposer:
             if lookups and answer:
                 facts.append(f"{lookups[-1]} {answer}")
                 answers.append(answer)
-            if after in {"", query, *lookups} or len(lookups) == self.max_hops or not _related(after, [query, *answers]):
+            related = any(shared_terms(after, text) for text in [query, *answers])
+            if after in {"", query, *lookups} or len(lookups) == self.max_hops or not related:
                 break
             lookups.append(after)
             passages = self.retriever.run(query=after, filters=filters)["documents"]
@@ -118,8 +119,3 @@ class SequentialDecomposer:
         shown = "\n".join(f"- {(doc.content or '')[:PASSAGE_CHARS]}" for doc in passages) or "-"
         return template.format(question=question, facts="\n".join(f"- {f}" for f in facts) or "-", passages=shown)
 
-
-def _related(lookup: str, known: list[str]) -> bool:
-    """Whether the look-up shares a content word (a jieba word for Chinese) with the question or an answer found."""
-    terms = set(key_terms(lookup))
-    return any(terms & set(key_terms(text)) for text in known)
