@@ -130,6 +130,16 @@ def run_job(
     return JobResult(run.info.run_id, experiment, metrics, score)
 
 
+def _slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, Any]]:
+    """The model of each slot in this pipeline that is not `none`, with its endpoint's keys when it has one."""
+    present = dict(query.pipeline.walk())
+    return {
+        slot: {"model": cfg[slot].model, **(cfg[slot].get("endpoint") or {})}
+        for slot in ("reranker", "rewriter")
+        if cfg[slot].get("model") and slot in present
+    }
+
+
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
     prepared = prepare_pipeline(cfg)  # an unavailable model or a broken graph fails before any work
     dataset, store, query, embedder = prepared.dataset, prepared.store, prepared.query, prepared.embedder
@@ -138,6 +148,9 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if query.llm_components:  # an unreachable endpoint fails before indexing
         generator = generator_identity(cfg.models.generator)
         check_endpoint(cfg.models.generator)
+    slot_models = _slot_models(cfg, query)
+    for slot, model in slot_models.items():
+        check_endpoint(model, key=f"{slot}.endpoint")
     embeddings = _answer_embeddings(cfg, query)
     judge = None
     if embeddings is not None and cfg.eval.get("judge"):  # checks its endpoint, also before indexing
@@ -154,9 +167,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.set_tag("ragtune.model.generator", generator)
     if query.answer_output is not None and cfg.answer.get("model"):
         mlflow.set_tag("ragtune.model.answer", model_identity(cfg.answer.model))
-    for slot in ("reranker", "rewriter"):  # a slot's model, where the slot is in this pipeline and not `none`
-        if cfg[slot].get("model") and slot in dict(query.pipeline.walk()):
-            mlflow.set_tag(f"ragtune.model.{slot}", model_identity(cfg[slot].model))
+    for slot, model in slot_models.items():
+        mlflow.set_tag(f"ragtune.model.{slot}", generator_identity(model))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),

@@ -177,6 +177,15 @@ def test_an_unreachable_llm_endpoint_fails_with_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_an_unreachable_slot_endpoint_fails_before_indexing_naming_the_slot(tmp_path):
+    result = run(tmp_path, *write_local_dataset(tmp_path), "pipeline=advanced", "rewriter=multi_query",
+                 "rewriter.model=qwen", "rewriter.endpoint={base_url:'http://127.0.0.1:9/v1',api_key_env:HOME}",
+                 check=False)
+    assert result.returncode == 2
+    assert "rewriter.endpoint.base_url: LLM endpoint http://127.0.0.1:9/v1 is unreachable" in result.stderr
+    assert "Traceback" not in result.stderr and "Embedding" not in result.stderr
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback: a real endpoint, offline."""
@@ -224,6 +233,21 @@ def test_openai_compatible_endpoint_answers_and_a_failing_judge_is_counted(tmp_p
     assert all(set(r["judge_errors"]) == {"answer/faithfulness", "answer/response_relevancy"} for r in judged)
     tags = client(tmp_path).get_run(json.loads((out / "run.json").read_text())["run_id"]).data.tags
     assert tags["ragtune.model.generator"] == tags["ragtune.model.judge"] == f"openai-compatible:smollm2@{llama_server}"
+
+
+def test_the_llm_slots_run_on_the_endpoint_too(tmp_path, llama_server):
+    out = job_dir(tmp_path, "slots")
+    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=advanced", "rewriter=multi_query", "reranker=llm",
+        "models=openai_compatible", f"models.generator.base_url={llama_server}", "models.generator.model=smollm2",
+        "models.generator.api_key_env=HOME", "models.chat.endpoint.schema_format=json_object_schema",
+        f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    # the server holds the replies to each slot's schema: every question is expanded, none falls back
+    assert metrics["query/fallbacks"] == 0 and all(r["rewritten_queries"] for r in records)
+    assert all(r["cost/llm_calls"] == 3 for r in records)  # expander, ranker, generator
+    tags = client(tmp_path).get_run(json.loads((out / "run.json").read_text())["run_id"]).data.tags
+    assert tags["ragtune.model.rewriter"] == tags["ragtune.model.reranker"] == f"openai-compatible:smollm2@{llama_server}"
 
 
 def test_a_broken_golden_set_fails_before_work_and_the_run_ends_failed(tmp_path):

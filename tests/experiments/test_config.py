@@ -67,7 +67,7 @@ def test_an_expander_feeds_its_queries_to_the_paths_it_names(rewriter, paths, tm
     expander = built.pipeline.get_component("rewriter")
     assert type(expander).__name__ == "QueryExpander" and built.rewriter == "rewriter"
     assert expander.n_expansions == cfg.rewriter.component.n_expansions
-    schema = cfg.rewriter.component.chat_generator.generation_kwargs.response_format.schema
+    schema = cfg.rewriter.component.chat_generator.schema
     assert schema.properties.queries.maxItems == expander.n_expansions  # the grammar allows no more than asked
     assert set(built.inputs) == {"question", "filters"}  # an expander reads no history: eval/history_unused says so
     graph = built.pipeline.graph
@@ -134,6 +134,26 @@ def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypa
     assert generator["api_base_url"] == "http://127.0.0.1:9/v1" and generator["model"] == "qwen2.5-7b"
     assert generator["api_key"] == {"type": "env_var", "env_vars": ["MY_LLM_KEY"], "strict": True}
     assert generator["generation_kwargs"] == {"max_tokens": 128, "temperature": 0.0, "seed": 42}
+    assert "secret-value" not in built.pipeline.dumps()
+
+
+def test_openai_compatible_models_reach_the_llm_slots_with_their_schemas(monkeypatch, tmp_path):
+    monkeypatch.setenv("MY_LLM_KEY", "secret-value")
+    cfg = config(
+        "models=openai_compatible", "pipeline=advanced", "rewriter=multi_query", "reranker=llm",
+        "models.generator.base_url=http://127.0.0.1:9/v1", "models.generator.model=qwen2.5-7b",
+        "models.generator.api_key_env=MY_LLM_KEY",
+    )
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    expander = built.pipeline.get_component("rewriter").chat_generator.to_dict()["init_parameters"]
+    ranker = built.pipeline.get_component("reranker").ranker._chat_generator.to_dict()["init_parameters"]
+    for generator, key in ((expander, "queries"), (ranker, "documents")):
+        assert generator["model"] == "qwen2.5-7b" and generator["api_base_url"] == "http://127.0.0.1:9/v1"
+        response_format = generator["generation_kwargs"]["response_format"]
+        assert response_format["type"] == "json_schema" and key in response_format["json_schema"]["schema"]["properties"]
+    # the slot's model reads as the generator's, so its tag names the same endpoint
+    assert (cfg.rewriter.model, cfg.reranker.endpoint.base_url) == ("qwen2.5-7b", "http://127.0.0.1:9/v1")
     assert "secret-value" not in built.pipeline.dumps()
 
 
