@@ -34,7 +34,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # no
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from experiments.config import register_resolvers  # noqa: E402
+from experiments.config import compose as compose_config  # noqa: E402
 from experiments.datasets import load_dataset  # noqa: E402
 from experiments.models import resolve_model  # noqa: E402
 from pipelines.builder import build_pipeline  # noqa: E402
@@ -54,15 +54,6 @@ def timed(fn, *args, **kwargs) -> float:  # noqa: ANN001
     start = time.perf_counter()
     fn(*args, **kwargs)
     return (time.perf_counter() - start) * 1000
-
-
-def compose(*overrides: str):  # noqa: ANN201
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
 
 
 def halueval(cache: Path):  # noqa: ANN201
@@ -85,7 +76,7 @@ def halueval_chunks(dataset, n_chunks: int) -> tuple[list[Document], list[str]]:
 
 def bench_indexing(documents: list[Document], overrides: tuple[str, ...] = (), rounds: int = 2) -> dict:
     """Ingestion (split, spans, embed, write) vs raw encode of the very chunks it produced, alternated, best of each."""
-    cfg = compose(*overrides)
+    cfg = compose_config(overrides)
     spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
     spec["components"]["embedder"]["progress_bar"] = False
     encode = None
@@ -127,7 +118,7 @@ def raw_encoder(cfg):  # noqa: ANN001, ANN201
 
 
 def demo_documents(overrides: tuple[str, ...]) -> list[Document]:
-    cfg = compose(*overrides)
+    cfg = compose_config(overrides)
     return load_dataset(cfg.dataset, Path(cfg.paths.cache)).documents
 
 
@@ -136,7 +127,7 @@ def bench_cache() -> dict:
     from experiments.runner import run_job
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose(f"paths.cache={tmp}/cache", f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root={tmp}/artifacts")
+        cfg = compose_config([f"paths.cache={tmp}/cache", f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root={tmp}/artifacts"])
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout pure JSON
             cold = run_job(cfg, Path(tmp) / "cold").metrics
             warm = run_job(cfg, Path(tmp) / "warm").metrics
@@ -174,7 +165,7 @@ def bench_bm25(chunks: list[Document], queries: list[str], n_queries: int, n_hay
 
 
 def bench_hybrid(store: InMemoryDocumentStore, queries: list[str], n_queries: int) -> dict:
-    cfg = compose("pipeline=hybrid")
+    cfg = compose_config(["pipeline=hybrid"])
     rng = np.random.default_rng(0)
     documents = store.filter_documents()
     vectors = rng.standard_normal((len(documents), 384)).astype(np.float32)

@@ -43,11 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from haystack import Document  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from components.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
-from experiments.config import register_resolvers, validate  # noqa: E402
+from experiments.config import compose, validate  # noqa: E402
 from experiments.golden import GoldenItem  # noqa: E402
 from experiments.indexed import prepare_pipeline  # noqa: E402
 from experiments.metrics import rank_metrics  # noqa: E402
@@ -135,15 +135,6 @@ class SetRun:
     top_k: int
     min_overlap: float
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def compose(overrides: Sequence[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
 
 
 def doc_set_overrides(cache: Path) -> dict[str, list[str]]:

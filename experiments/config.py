@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -35,6 +36,16 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("model_path", resolve_model)
     if not OmegaConf.has_resolver("pid"):
         OmegaConf.register_new_resolver("pid", os.getpid)
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config `python run.py OVERRIDES...` would run, for tools that run outside Hydra's entry point."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """Which layer broke first, per question: find it before fixing anything.
 
 The layers are checked in pipeline order. Evidence that no single chunk of the index covers is a chunking
-failure; evidence missing from the retrieval candidates is a retrieval miss; evidence among the candidates but
-not in the prompt is a rerank or cutoff miss; evidence in the prompt with a wrong, refused or unsupported answer
-is a generation failure; an unanswerable question that got an answer should have been refused.
+failure; evidence missing from the retrieval candidates is a retrieval miss; evidence among the candidates that a
+retrieval evaluator (CRAG) graded incorrect is a grading miss; evidence among the candidates but not in the prompt
+is a rerank or cutoff miss; evidence in the prompt with a wrong, refused or unsupported answer
+is a generation failure; an unanswerable question that got an answer should have been refused (a grading miss when
+the evaluator graded it correct).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from experiments.relevance import Judged
 OK = "ok"
 CHUNKING = "chunking"
 RETRIEVAL = "retrieval"
+GRADING = "grading"
 CONTEXT = "context"
 GENERATION = "generation"
 REFUSAL = "should_have_refused"
-LAYERS = (CHUNKING, RETRIEVAL, CONTEXT, GENERATION, REFUSAL)
+LAYERS = (CHUNKING, RETRIEVAL, GRADING, CONTEXT, GENERATION, REFUSAL)
 DESCRIPTIONS = {
     CHUNKING: "evidence split across chunks: no single chunk covers it",
     RETRIEVAL: "evidence not in the retrieval candidates",
+    GRADING: "the retrieval evaluator graded relevant candidates incorrect, or an unanswerable question correct",
     CONTEXT: "evidence in the candidates but cut before the prompt (rerank or cutoff)",
     GENERATION: "evidence in the prompt, but the answer is wrong, refused or unsupported",
     REFUSAL: "unanswerable, but the pipeline answered",
@@ -46,18 +50,22 @@ def complete(judged: Judged | None) -> bool:
 
 
 def first_broken_layer(
-    answerable: bool, evidence: Evidence, answer: dict[str, float] | None, pass_f1: float
+    answerable: bool, evidence: Evidence, answer: dict[str, float] | None, pass_f1: float, grade: str | None = None
 ) -> str:
-    """The first failing layer of one question, or "ok". Without an answer layer, a full context passes."""
+    """The first failing layer of one question, or "ok". Without an answer layer, a full context passes.
+
+    `grade` is the CRAG label of the question (None without a retrieval evaluator)."""
     if not answerable:
         refused = answer is None or bool(answer.get("answer/refused"))
-        return OK if refused else REFUSAL
+        return OK if refused else GRADING if grade == "correct" else REFUSAL
     if answer is not None and _answer_passes(answer, pass_f1):
         return OK
     if not complete(evidence.index):
         return CHUNKING
     if not complete(evidence.retrieval):
         return RETRIEVAL
+    if grade == "incorrect":
+        return GRADING
     if not complete(evidence.context):
         return CONTEXT
     return OK if answer is None else GENERATION

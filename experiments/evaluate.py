@@ -26,6 +26,7 @@ from experiments.context_metrics import context_scores
 from experiments.diagnosis import Evidence, diagnosis_row, first_broken_layer, layer_counts
 from experiments.errors import UserError
 from experiments.golden import GoldenItem
+from experiments.grading_metrics import grading_record, grading_summary
 from experiments.interrupts import raise_if_interrupted
 from experiments.judge import Judge
 from experiments.metrics import aggregate, by_category, rank_metrics
@@ -119,8 +120,10 @@ def evaluate(
             if query.rewriter is not None:
                 layer_scores |= query_scores(item, outputs.get(query.rewriter, {}))
             judge_errors = _apply_judge(llm_judge, item, answer, ranked.get("context", []), layer_scores)
-            layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings)
-            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer}
+            grading = grading_record(outputs.get(query.grader, {})) if query.grader is not None else {}
+            grade = grading.get("crag_label")
+            layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade)
+            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer} | grading
             if query.route_component is not None:
                 record["route"] = query.route(outputs)
             if query.rewriter is not None:
@@ -132,7 +135,7 @@ def evaluate(
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
     metrics |= _input_summary(query, golden) | _route_summary(records) | _unlocated_summary(records)
-    metrics |= query_summary(records)
+    metrics |= query_summary(records) | grading_summary(records)
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
     metrics["eval/traced_questions"] = len(traces.trace_ids)
@@ -194,6 +197,7 @@ def _first_broken_layer(
     scores: dict[str, float],
     index_chunks: Mapping[str, Sequence[Document]] | None,
     settings: EvalSettings,
+    grade: str | None,
 ) -> str:
     evidence = Evidence(
         index=judge_ranking(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
@@ -201,7 +205,7 @@ def _first_broken_layer(
         context=judged.get("context", judged["retrieval"]),
     )
     answer = scores if query.answer_output is not None else None
-    return first_broken_layer(bool(item.answerable), evidence, answer, settings.pass_f1)
+    return first_broken_layer(bool(item.answerable), evidence, answer, settings.pass_f1, grade)
 
 
 def _apply_judge(

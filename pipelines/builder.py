@@ -3,10 +3,15 @@
 A spec has `components` (`_target_` + init params, or `none`), `connections` (`[sender.socket, receiver.socket]`,
 as one list or as named lists, so that a config extending another adds a group instead of copying the list),
 and the contract with evaluation and serving:
-- `inputs` map golden fields (`question`, `history`, `filters`) to the sockets that receive them;
+- `inputs` map golden fields (`question`, `history`, `filters`) to the sockets that receive them (a list, or
+  named lists like `connections`, so that an extending config adds a group);
 - `retrieval_output` and `context_output` are the headline views (`retrieval/`, `context/`); `views` names more
   (`name: component.socket`), and every `list[Document]` output is also scored as `stage/<component>`;
 - `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
+- `grader` names a component (components.crag_evaluator.CRAGEvaluator) whose `label` and `graded` outputs are
+  recorded per question;
+- `answer_branches` names more answer sockets for branches that answer without the answer stage (an honest
+  refusal); per question the answer stage's answer is read first, then these;
 - `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
   instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
 - `queries_from` (`{socket, question, paths}`, optionally `filters`) puts an expanding component first (e.g.
@@ -57,6 +62,8 @@ SPEC_KEYS = {
     "answer_output",
     "views",
     "route",
+    "grader",
+    "answer_branches",
     "question_from",
     "queries_from",
     "max_runs_per_component",
@@ -102,7 +109,9 @@ class BuiltPipeline:
     inputs: dict[str, list[Socket]]
     views: dict[str, Socket] = field(default_factory=dict)
     answer_output: Socket | None = None
+    answer_branches: tuple[Socket, ...] = ()
     route_component: str | None = None
+    grader: str | None = None
     # The component named by `question_from`: its `question` (and `queries`, `fallback`) outputs are the rewrite.
     rewriter: str | None = None
 
@@ -138,9 +147,8 @@ class BuiltPipeline:
         for name, value in inputs.items():
             for socket in self.inputs[name]:
                 data.setdefault(socket.component, {})[socket.name] = value
-        wanted = {s.component for s in self.views.values()} | {self.route_component, self.rewriter} - {None}
-        if self.answer_output is not None:
-            wanted.add(self.answer_output.component)
+        wanted = {s.component for s in (*self.views.values(), *self._answer_sockets)}
+        wanted |= {self.route_component, self.rewriter, self.grader} - {None}
         return self.pipeline.run(data=data, include_outputs_from=wanted)
 
     def view_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
@@ -153,18 +161,25 @@ class BuiltPipeline:
         return list(outputs.get(socket.component, {}).get(socket.name) or [])
 
     def route(self, outputs: Mapping[str, Mapping[str, Any]]) -> str | None:
-        """The output(s) of the route component that fired for this question, e.g. `single_step`."""
+        """The route this question took, e.g. `single_step`: the first output of the route component that fired,
+        in its declared order (a ConditionalRouter route with several outputs is named by its first)."""
         if self.route_component is None:
             return None
-        fired = sorted(outputs.get(self.route_component, {}))
-        return "+".join(fired) if fired else "none"
+        fired = outputs.get(self.route_component, {})
+        declared = self.pipeline.get_component(self.route_component).__haystack_output__._sockets_dict
+        return next((name for name in declared if name in fired), "none")
+
+    @property
+    def _answer_sockets(self) -> tuple[Socket, ...]:
+        return (self.answer_output, *self.answer_branches) if self.answer_output is not None else ()
 
     def answer(self, outputs: Mapping[str, Mapping[str, Any]]) -> GeneratedAnswer | None:
-        """The answer the pipeline gave, or None for a retrieval-only pipeline."""
-        if self.answer_output is None:
-            return None
-        answers = outputs.get(self.answer_output.component, {}).get(self.answer_output.name) or []
-        return check_answer(answers[0], self.answer_output.component) if answers else None
+        """The answer the pipeline gave (the answer stage's, else a branch's), or None for a retrieval-only pipeline."""
+        for socket in self._answer_sockets:
+            answers = outputs.get(socket.component, {}).get(socket.name) or []
+            if answers:
+                return check_answer(answers[0], socket.component)
+        return None
 
 
 def build_pipeline(
@@ -225,9 +240,15 @@ def build_pipeline(
     if spec.get("answer_output") is not None:
         answer_output = _parse_socket(spec["answer_output"], f"{key}.answer.answer_output")
         _check_answer_output(pipeline, answer_output, f"{key}.answer.answer_output")
-    route = spec.get("route")
-    if route is not None and route not in components_spec:
-        raise PipelineConfigError(f"{key}.route: unknown component {route!r}; components: {sorted(components_spec)}")
+    branches = _socket_list(spec.get("answer_branches"))
+    if branches and answer_output is None:
+        raise PipelineConfigError(f"{key}.answer_branches: a pipeline without an answer stage has no answers to branch")
+    answer_branches = tuple(_parse_socket(s, f"{key}.answer_branches[{i}]") for i, s in enumerate(branches))
+    for i, socket in enumerate(answer_branches):
+        _check_answer_output(pipeline, socket, f"{key}.answer_branches[{i}]")
+    for name in ("route", "grader"):
+        if spec.get(name) is not None and spec[name] not in components_spec:
+            raise PipelineConfigError(f"{key}.{name}: unknown component {spec[name]!r}; components: {sorted(components_spec)}")
 
     return BuiltPipeline(
         name=str(spec.get("name", key)),
@@ -235,7 +256,9 @@ def build_pipeline(
         inputs=inputs,
         views=_views(pipeline, spec, key),
         answer_output=answer_output,
-        route_component=route,
+        answer_branches=answer_branches,
+        route_component=spec.get("route"),
+        grader=spec.get("grader"),
         rewriter=_rewriter(spec),
     )
 
@@ -434,9 +457,12 @@ def _with_answer_stage(spec: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _socket_list(targets: Any) -> list[Any]:
-    """An input's receiving sockets: YAML may give one socket as a plain string, or none as null."""
+    """An input's receiving sockets: YAML may give one socket as a plain string, none as null, or named groups
+    (`{retrieve: [...], crag: [...]}`, flattened in order)."""
     if targets is None:
         return []
+    if isinstance(targets, Mapping):
+        return [socket for group in targets.values() for socket in _socket_list(group)]
     return [targets] if isinstance(targets, str) else list(targets)
 
 
@@ -533,7 +559,7 @@ def _resolve_value(value: Any, where: str, resources: dict[str, Any]) -> Any:
         return _instantiate(value, where, resources)
     if isinstance(value, Mapping):
         return {
-            k: _as_type(v, f"{where}.{k}") if k in TYPE_KEYS and isinstance(v, str) else _resolve_value(v, f"{where}.{k}", resources)
+            k: _types(v, f"{where}.{k}") if k in TYPE_KEYS else _resolve_value(v, f"{where}.{k}", resources)
             for k, v in value.items()
         }
     if isinstance(value, list):
@@ -581,6 +607,15 @@ def _check_params(target: Any, params: dict[str, Any], where: str) -> dict[str, 
 
 def _expects_type(annotation: Any) -> bool:
     return annotation is type or typing.get_origin(annotation) is type
+
+
+def _types(value: Any, where: str) -> Any:
+    """A type name, or a list of them (a ConditionalRouter route with several outputs), as types."""
+    if isinstance(value, str):
+        return _as_type(value, where)
+    if isinstance(value, list):
+        return [_types(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def _as_type(value: str, where: str) -> Any:
@@ -660,7 +695,10 @@ def _receiver_type(name: str, socket: str, connections: list[tuple[Socket, Socke
 
 
 def _check_socket(pipeline: Pipeline, socket: Socket, kind: str, where: str, must_be_documents: bool = False) -> None:
-    instance = pipeline.get_component(socket.component)
+    components = dict(pipeline.walk())
+    if socket.component not in components:
+        raise PipelineConfigError(f"{where}: unknown component '{socket.component}'; components: {sorted(components)}")
+    instance = components[socket.component]
     sockets = (instance.__haystack_output__ if kind == "output" else instance.__haystack_input__)._sockets_dict
     if socket.name not in sockets:
         raise PipelineConfigError(

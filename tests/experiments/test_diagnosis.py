@@ -34,6 +34,19 @@ def test_unanswerable_questions_pass_only_when_refused():
     assert first_broken_layer(False, nothing, {"answer/refused": 0.0}, 0.5) == "should_have_refused"
 
 
+@pytest.mark.parametrize(("answerable", "evidence", "answer", "grade", "layer"), [
+    (True, Evidence(FOUND, FOUND, MISSING), {**WRONG, "answer/refused": 1.0}, "incorrect", "grading"),
+    (True, Evidence(FOUND, MISSING, MISSING), WRONG, "incorrect", "retrieval"),  # nothing relevant to grade
+    (True, Evidence(FOUND, FOUND, FOUND), GOOD, "incorrect", "ok"),  # answered well all the same
+    (True, Evidence(FOUND, FOUND, MISSING), WRONG, "ambiguous", "context"),
+    (False, Evidence(None, None, None), {"answer/refused": 0.0}, "correct", "grading"),
+    (False, Evidence(None, None, None), {"answer/refused": 0.0}, "ambiguous", "should_have_refused"),
+    (False, Evidence(None, None, None), {"answer/refused": 1.0}, "correct", "ok"),
+])
+def test_a_retrieval_evaluators_wrong_grade_is_the_grading_layer(answerable, evidence, answer, grade, layer):
+    assert first_broken_layer(answerable, evidence, answer, 0.5, grade) == layer
+
+
 def test_counts_and_markdown_name_every_layer_and_category():
     rows = [
         {"id": "q1", "category": "fact", "layer": "ok", "question": "a?", "reference": "x", "answer": "x"},

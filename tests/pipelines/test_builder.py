@@ -268,6 +268,62 @@ def test_named_views_and_every_documents_output_of_a_component(store):
     assert built.route(outputs) == "many"
 
 
+def graded_spec(upper: float, lower: float) -> dict:
+    """bm25 -> CRAG evaluator (on BM25's scores) -> router: answer from the kept passages, or refuse."""
+    documents = "list[haystack.dataclasses.document.Document]"
+    router = {
+        "_target_": "haystack.components.routers.ConditionalRouter",
+        "unsafe": True,
+        "routes": [
+            {"condition": "{{ label != 'incorrect' }}", "output": ["{{ documents }}", "{{ label }}"],
+             "output_name": ["answerable", "label_seen"], "output_type": [documents, "str"]},
+            {"condition": "{{ True }}", "output": "{{ query }}", "output_name": "incorrect", "output_type": "str"},
+        ],
+    }
+    return spec(
+        components=spec()["components"] | {
+            "crag": {"_target_": "components.crag_evaluator.CRAGEvaluator", "upper": upper, "lower": lower},
+            "router": router,
+            "refusal": {"_target_": "components.honest_refusal.HonestRefusal", "refusals": REFUSALS},
+        },
+        connections={"retrieve": [["bm25.documents", "reranker.documents"]],
+                     "grade": [["reranker.documents", "crag.documents"], ["crag.label", "router.label"],
+                               ["crag.documents", "router.documents"], ["crag.query", "router.query"],
+                               ["router.incorrect", "refusal.query"]]},
+        inputs={"question": {"retrieve": ["bm25.query"], "grade": ["crag.query"]}},
+        context_output="router.answerable",
+        answer=answer_stage(),
+        answer_branches=["refusal.answers"],
+        route="router",
+        grader="crag",
+    )
+
+
+def test_a_branch_that_refuses_answers_in_place_of_the_answer_stage(store):
+    graded = build_pipeline(graded_spec(upper=0.0, lower=0.0), {"store": store})
+    assert [str(s) for s in graded.inputs["question"]] == ["bm25.query", "crag.query", "extractor.query", "answer.query"]
+    outputs = graded.run(question="how many days of annual leave")
+    assert graded.route(outputs) == "answerable"  # a route with two outputs is named by its first
+    assert graded.answer(outputs).data == "annual leave is fifteen days [1]"
+    assert outputs["crag"]["label"] == "correct" and outputs["crag"]["graded"][0].meta["crag_grade"] == "relevant"
+    refused = build_pipeline(graded_spec(upper=99.0, lower=99.0), {"store": store})
+    outputs = refused.run(question="how many days of annual leave")
+    assert refused.route(outputs) == "incorrect" and "answer" not in outputs  # the answer stage never ran
+    answer = refused.answer(outputs)
+    assert answer.meta["refused"] is True and answer.data == REFUSALS["en"]
+
+
+def test_answer_branches_and_the_grader_are_checked(store):
+    with pytest.raises(PipelineConfigError, match=re.escape("pipeline.grader: unknown component 'judge'")):
+        build_pipeline(graded_spec(0, 0) | {"grader": "judge"}, {"store": store})
+    with pytest.raises(PipelineConfigError, match=re.escape("pipeline.answer_branches[0]: unknown component 'nope'")):
+        build_pipeline(graded_spec(0, 0) | {"answer_branches": ["nope.answers"]}, {"store": store})
+    with pytest.raises(PipelineConfigError, match=r"answer_branches\[0\]: .*expected list\[GeneratedAnswer\]"):
+        build_pipeline(graded_spec(0, 0) | {"answer_branches": ["crag.documents"]}, {"store": store})
+    with pytest.raises(PipelineConfigError, match="pipeline.answer_branches: a pipeline without an answer stage"):
+        build_pipeline(spec(answer_branches=["reranker.documents"]), {"store": store})
+
+
 @pytest.mark.parametrize(
     ("views", "message"),
     [

@@ -1,0 +1,34 @@
+"""The grading layer: the label a retrieval evaluator (CRAG) gave each question, against its answerability.
+
+An answerable question should be graded correct or ambiguous, an unanswerable one incorrect: that is
+`crag/label_accuracy`. The per-passage scores are kept per question, so `experiments.calibrate` and a reader of
+per_question.jsonl see why a label was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.crag_evaluator import LABELS
+
+
+def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The grader's label and its graded passages' scores and grades, best first."""
+    graded = outputs.get("graded") or []
+    return {
+        "crag_label": outputs.get("label"),
+        "crag_scores": [round(float(d.meta["crag_score"]), 4) for d in graded],
+        "crag_grades": [d.meta["crag_grade"] for d in graded],
+    }
+
+
+def grading_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    rows = [r for r in records if r.get("crag_label")]
+    if not rows:
+        return {}
+    labels = [r["crag_label"] for r in rows]
+    metrics = {f"crag/label_{label}_rate": labels.count(label) / len(rows) for label in LABELS}
+    right = [(r["crag_label"] == "incorrect") != bool(r["answerable"]) for r in rows]
+    metrics["crag/label_accuracy"] = sum(right) / len(rows)
+    return metrics

@@ -1,0 +1,25 @@
+import pytest
+from haystack import Document
+
+from experiments.grading_metrics import grading_record, grading_summary
+
+
+def test_the_record_keeps_the_label_and_each_passages_score_and_grade():
+    graded = [Document(content="a", meta={"crag_score": 0.912345, "crag_grade": "relevant"}),
+              Document(content="b", meta={"crag_score": 0.5, "crag_grade": "ambiguous"})]
+    assert grading_record({"label": "correct", "graded": graded}) == {
+        "crag_label": "correct", "crag_scores": [0.9123, 0.5], "crag_grades": ["relevant", "ambiguous"]}
+
+
+def test_label_rates_and_accuracy_against_answerability():
+    records = [
+        {"answerable": True, "crag_label": "correct"},  # right
+        {"answerable": True, "crag_label": "ambiguous"},  # right: answerable is correct or ambiguous
+        {"answerable": True, "crag_label": "incorrect"},  # wrong
+        {"answerable": False, "crag_label": "incorrect"},  # right
+        {"answerable": False, "crag_label": "ambiguous"},  # wrong
+    ]
+    assert grading_summary(records) == pytest.approx({
+        "crag/label_correct_rate": 0.2, "crag/label_ambiguous_rate": 0.4, "crag/label_incorrect_rate": 0.4,
+        "crag/label_accuracy": 0.6})
+    assert grading_summary([{"answerable": True}]) == {}  # no grader: no crag metrics
