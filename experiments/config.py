@@ -25,6 +25,7 @@ class ConfigError(UserError, ValueError):
 
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CRAG_ACTIONS = ("refuse", "search")
 CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())
 # Top-level keys a user may add with `+key=...` although no file declares them.
 OPTIONAL_SECTIONS = frozenset({"compare"})
@@ -149,6 +150,9 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.retriever.fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
     _require(cfg.retriever.fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
     _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
+    if "crag" in cfg:  # read inside a router template, where a typo would silently mean "refuse"
+        action = cfg.crag.get("incorrect_action")
+        _require(action in CRAG_ACTIONS, "crag.incorrect_action", f"must be one of {list(CRAG_ACTIONS)}, got {action!r}")
     _require(
         0 <= cfg.ingest.chunk_overlap < cfg.ingest.chunk_size,
         "ingest.chunk_overlap",

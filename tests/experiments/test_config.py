@@ -137,6 +137,12 @@ def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypa
     assert "secret-value" not in built.pipeline.dumps()
 
 
+def test_a_mistyped_crag_action_is_refused_by_name():
+    validate(config("pipeline=crag", "crag.incorrect_action=search"))
+    with pytest.raises(ConfigError, match=r"crag.incorrect_action.*must be one of \['refuse', 'search'\], got 'serch'"):
+        validate(config("pipeline=crag", "crag.incorrect_action=serch"))
+
+
 def test_openai_compatible_models_reach_the_llm_slots_with_their_schemas(monkeypatch, tmp_path):
     monkeypatch.setenv("MY_LLM_KEY", "secret-value")
     cfg = config(
