@@ -143,6 +143,19 @@ def test_a_mistyped_crag_action_is_refused_by_name():
         validate(config("pipeline=crag", "crag.incorrect_action=serch"))
 
 
+def test_the_crag_pipeline_is_logged_in_a_form_haystacks_safe_mode_loads(tmp_path):
+    from experiments.indexed import load_logged_pipeline
+
+    cfg = config("pipeline=crag")
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    assert (built.grader, built.route_component, [str(s) for s in built.answer_branches]) == (
+        "crag", "crag_router", ["crag_refusal.answers"])
+    router = load_logged_pipeline(built.pipeline.dumps()).get_component("crag_router")  # no unsafe Jinja
+    assert not router._unsafe and list(router.__haystack_output__._sockets_dict) == [
+        "correct", "ambiguous", "search_query", "incorrect"]
+
+
 def test_openai_compatible_models_reach_the_llm_slots_with_their_schemas(monkeypatch, tmp_path):
     monkeypatch.setenv("MY_LLM_KEY", "secret-value")
     cfg = config(

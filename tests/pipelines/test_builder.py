@@ -273,11 +273,11 @@ def graded_spec(upper: float, lower: float) -> dict:
     documents = "list[haystack.dataclasses.document.Document]"
     router = {
         "_target_": "haystack.components.routers.ConditionalRouter",
-        "unsafe": True,
         "routes": [
-            {"condition": "{{ label != 'incorrect' }}", "output": ["{{ documents }}", "{{ label }}"],
+            {"condition": "{{ label != 'incorrect' }}", "output": ["documents", "label"], "output_passthrough": True,
              "output_name": ["answerable", "label_seen"], "output_type": [documents, "str"]},
-            {"condition": "{{ True }}", "output": "{{ query }}", "output_name": "incorrect", "output_type": "str"},
+            {"condition": "{{ True }}", "output": "query", "output_passthrough": True, "output_name": "incorrect",
+             "output_type": "str"},
         ],
     }
     return spec(
