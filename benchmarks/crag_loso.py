@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.calibrate import Graded, below, fit, grade_golden_set  # noqa: E402
+from experiments.calibrate import Graded, Scores, below, fit, grade_golden_set  # noqa: E402
 
 SETS = {
     "demo": [],
@@ -29,10 +29,9 @@ SETS = {
 
 def applied(graded: Sequence[Graded], lower: float) -> tuple[float, float, float]:
     """Refusal rate on the unanswerable, false refusals on the answerable, label accuracy, at `lower`."""
-    answerable = [g.best for g in graded if g.answerable]
-    unanswerable = [g.best for g in graded if not g.answerable]
-    refused, false = below(unanswerable, lower), below(answerable, lower)
-    accuracy = (refused * len(unanswerable) + (1 - false) * len(answerable)) / len(graded)
+    scores = Scores.of(graded)
+    refused, false = below(scores.unanswerable, lower), below(scores.answerable, lower)
+    accuracy = (refused * len(scores.unanswerable) + (1 - false) * len(scores.answerable)) / len(graded)
     return refused, false, accuracy
 
 

@@ -10,7 +10,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage
 
 from components.sentences import content_terms, split_sentences
-from components.text import detect_language
+from components.text import refusal_for
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class ExtractiveAnswerer:
 
     def refusal(self, query: str) -> str:
         """The refusal sentence in the question's language (English when there is none for it)."""
-        return self.refusals.get(detect_language(query), self.refusals["en"])
+        return refusal_for(self.refusals, query)
 
     def rank(self, query: str, documents: list[Document]) -> list[Candidate]:
         """Every context sentence scored by idf-weighted question coverage, best first (earlier chunks win ties)."""

@@ -7,7 +7,7 @@ from typing import Any
 from haystack import component, default_from_dict, default_to_dict
 from haystack.dataclasses import GeneratedAnswer
 
-from components.text import detect_language
+from components.text import refusal_for
 
 
 @component
@@ -52,7 +52,7 @@ class HonestRefusal:
         :param query: The question, kept on the answer; its language picks the sentence.
         :returns: `answers`: one refused GeneratedAnswer.
         """
-        text = self.refusals.get(detect_language(query), self.refusals["en"])
+        text = refusal_for(self.refusals, query)
         meta = {"refused": True, "citations": [], "unsupported_sentences": [], "sentences": [],
                 "invalid_citations": [], "refusal_reason": self.reason}
         return {"answers": [GeneratedAnswer(data=text, query=query, documents=[], meta=meta)]}

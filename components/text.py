@@ -7,7 +7,7 @@ One tokeniser for indexing, querying and lexical metrics keeps their notions of 
 import hashlib
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 
@@ -49,6 +49,11 @@ def detect_language(text: str) -> str:
     """Return "zh" when Han characters are at least 30% of the Han + Latin letters, else "en"."""
     han, latin = _letter_counts(text)
     return "zh" if han and han >= ZH_LETTER_SHARE * (han + latin) else "en"
+
+
+def refusal_for(refusals: Mapping[str, str], question: str) -> str:
+    """The refusal sentence in the question's language, English when there is none for it."""
+    return refusals.get(detect_language(question), refusals["en"])
 
 
 def detect_corpus_language(texts: Iterable[str]) -> str:

@@ -72,6 +72,26 @@ class Calibration:
     other_passages: int
 
 
+@dataclass(frozen=True)
+class Scores:
+    """The four score lists every ROC here is drawn from."""
+
+    answerable: list[float]  # best graded passage per answerable question
+    unanswerable: list[float]  # best graded passage per unanswerable question
+    relevant: list[float]  # graded passages that hold their question's evidence
+    other: list[float]  # graded passages that do not
+
+    @classmethod
+    def of(cls, graded: Sequence[Graded]) -> Scores:
+        passages = [(s, r) for g in graded for s, r in zip(g.scores, g.relevant, strict=True)]
+        return cls(
+            answerable=[g.best for g in graded if g.answerable],
+            unanswerable=[g.best for g in graded if not g.answerable],
+            relevant=[s for s, r in passages if r],
+            other=[s for s, r in passages if not r],
+        )
+
+
 class CalibrationError(UserError, ValueError):
     """A golden set that cannot calibrate (no unanswerable questions, no relevant passage)."""
 
@@ -93,8 +113,8 @@ def candidates(scores: Sequence[float]) -> list[float]:
 
 
 def fit(graded: Sequence[Graded], max_false_refusals: float) -> Calibration:
-    answerable = [g.best for g in graded if g.answerable]
-    unanswerable = [g.best for g in graded if not g.answerable]
+    scores = Scores.of(graded)
+    answerable, unanswerable, relevant, other = scores.answerable, scores.unanswerable, scores.relevant, scores.other
     if not answerable or not unanswerable:
         raise CalibrationError(
             f"calibration needs answerable and unanswerable questions (golden items with \"answerable\": false); "
@@ -102,8 +122,6 @@ def fit(graded: Sequence[Graded], max_false_refusals: float) -> Calibration:
         )
     allowed = [t for t in candidates(answerable + unanswerable) if below(answerable, t) <= max_false_refusals]
     lower = max(allowed)
-    relevant = [s for g in graded for s, r in zip(g.scores, g.relevant, strict=True) if r]
-    other = [s for g in graded for s, r in zip(g.scores, g.relevant, strict=True) if not r]
     if not relevant or not other:
         raise CalibrationError(
             f"calibration needs graded passages with and without evidence; got {len(relevant)} and {len(other)}"
@@ -154,10 +172,8 @@ def holds_evidence(passage: Document, item: GoldenItem, min_overlap: float, corp
 
 
 def plot(graded: Sequence[Graded], result: Calibration, title: str, path: Path) -> None:
-    answerable = [g.best for g in graded if g.answerable]
-    unanswerable = [g.best for g in graded if not g.answerable]
-    relevant = [s for g in graded for s, r in zip(g.scores, g.relevant, strict=True) if r]
-    other = [s for g in graded for s, r in zip(g.scores, g.relevant, strict=True) if not r]
+    scores = Scores.of(graded)
+    answerable, unanswerable, relevant, other = scores.answerable, scores.unanswerable, scores.relevant, scores.other
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
     curve = [(below(answerable, t), below(unanswerable, t)) for t in candidates(answerable + unanswerable)]
     left.plot(*zip(*[(0.0, 0.0), *curve], strict=True), marker=".")

@@ -695,10 +695,9 @@ def _receiver_type(name: str, socket: str, connections: list[tuple[Socket, Socke
 
 
 def _check_socket(pipeline: Pipeline, socket: Socket, kind: str, where: str, must_be_documents: bool = False) -> None:
-    components = dict(pipeline.walk())
-    if socket.component not in components:
-        raise PipelineConfigError(f"{where}: unknown component '{socket.component}'; components: {sorted(components)}")
-    instance = components[socket.component]
+    if socket.component not in pipeline.graph.nodes:
+        raise PipelineConfigError(f"{where}: unknown component '{socket.component}'; components: {sorted(pipeline.graph.nodes)}")
+    instance = pipeline.get_component(socket.component)
     sockets = (instance.__haystack_output__ if kind == "output" else instance.__haystack_input__)._sockets_dict
     if socket.name not in sockets:
         raise PipelineConfigError(
