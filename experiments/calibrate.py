@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  upper {result.upper}: keeps {result.passage_tpr:.0%} of passages with evidence, "
           f"{result.passage_fpr:.0%} of the others (passage AUC {result.passage_auc:.3f})")
     print(f"  wrote {stem}.yaml and {stem}.png")
-    print(f"  use: python run.py pipeline=crag {' '.join(args.overrides)} {overrides}".replace("  ", " "))
+    print("  use:", " ".join(["python run.py pipeline=crag", *args.overrides, overrides]))
     return 0
 
 
