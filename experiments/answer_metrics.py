@@ -132,7 +132,19 @@ def answer_scores(
             scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
     if not refused:
         scores |= _citation_scores(meta)
-    return scores
+    return scores | _selfcheck_scores(meta)
+
+
+def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:
+    """What the self-check loop (components.self_check) did to this answer; nothing when the stage has none."""
+    if "selfcheck_retries" not in meta:
+        return {}
+    retries = int(meta["selfcheck_retries"])
+    return {
+        "selfcheck/fired_rate": float(retries > 0),
+        "selfcheck/retries_per_question": float(retries),
+        "selfcheck/refusal_rate": float(meta.get("refusal_reason") == "selfcheck"),
+    }
 
 
 def _citation_scores(meta: dict[str, Any]) -> dict[str, float]:

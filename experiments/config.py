@@ -24,7 +24,8 @@ class ConfigError(UserError, ValueError):
     """A config value that cannot work; the message names the key."""
 
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_DIR / "conf"
 CRAG_ACTIONS = ("refuse", "search")
 CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())
 # Top-level keys a user may add with `+key=...` although no file declares them.
@@ -32,11 +33,14 @@ OPTIONAL_SECTIONS = frozenset({"compare"})
 
 
 def register_resolvers() -> None:
-    """`${model_path:REF}` turns a model reference into a local folder (or a clear error); `${pid:}` names job folders."""
+    """`${model_path:REF}` turns a model reference into a local folder (or a clear error); `${pid:}` names job
+    folders; `${project_path:data/...}` is a file shipped with ragtune, wherever the run starts from."""
     if not OmegaConf.has_resolver("model_path"):
         OmegaConf.register_new_resolver("model_path", resolve_model)
     if not OmegaConf.has_resolver("pid"):
         OmegaConf.register_new_resolver("pid", os.getpid)
+    if not OmegaConf.has_resolver("project_path"):
+        OmegaConf.register_new_resolver("project_path", lambda relative: str(PROJECT_DIR / relative))
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
@@ -167,6 +171,7 @@ def validate(cfg: DictConfig) -> None:
         f"must name a logged metric such as retrieval/mrr_at_10, got {cfg.get('objective')!r}",
     )
     _check_order_is_read(cfg)
+    _check_selfcheck(cfg)
     _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
 
 
@@ -181,6 +186,28 @@ def _check_order_is_read(cfg: DictConfig) -> None:
         "order",
         "only the llm answer stage reads it (answer=llm); span and extractive answers weigh each chunk by its "
         "rank, and a retrieval-only pipeline has no prompt; drop it or set answer=llm",
+    )
+
+
+def _check_selfcheck(cfg: DictConfig) -> None:
+    """Retries need a generator to retry and a loop bound above them; quoting answerers have neither."""
+    retries = cfg.get("selfcheck", {}).get("max_retries", 0)
+    _require(isinstance(retries, int) and retries >= 0, "selfcheck.max_retries", f"must be an integer >= 0, got {retries!r}")
+    if retries == 0:
+        return
+    stage = cfg.pipeline.get("answer")
+    components = stage.get("components") if isinstance(stage, DictConfig) else None
+    _require(
+        components is not None and "selfcheck" in components,
+        "selfcheck.max_retries",
+        "only the llm answer stage retries (answer=llm); span and extractive answers quote the context, so "
+        "their sentences are always supported, and a retrieval-only pipeline has no answer",
+    )
+    bound = cfg.pipeline.get("max_runs_per_component", 100)
+    _require(
+        retries < bound,
+        "selfcheck.max_retries",
+        f"must be below pipeline.max_runs_per_component ({bound}), the loop's bound in Haystack",
     )
 
 

@@ -1,6 +1,7 @@
 """Which layer broke first, per question: find it before fixing anything.
 
-The layers are checked in pipeline order. Evidence that no single chunk of the index covers is a chunking
+The layers are checked in pipeline order. A question routed where it cannot be served (a greeting that retrieved,
+a question answered without retrieval; its golden `route` says) is a routing failure. Evidence that no single chunk of the index covers is a chunking
 failure; evidence missing from the retrieval candidates is a retrieval miss; evidence among the candidates that a
 retrieval evaluator (CRAG) graded incorrect is a grading miss; evidence among the candidates but not in the prompt
 is a rerank or cutoff miss; evidence in the prompt with a wrong, refused or unsupported answer
@@ -18,14 +19,16 @@ from typing import Any
 from experiments.relevance import Judged
 
 OK = "ok"
+ROUTING = "routing"
 CHUNKING = "chunking"
 RETRIEVAL = "retrieval"
 GRADING = "grading"
 CONTEXT = "context"
 GENERATION = "generation"
 REFUSAL = "should_have_refused"
-LAYERS = (CHUNKING, RETRIEVAL, GRADING, CONTEXT, GENERATION, REFUSAL)
+LAYERS = (ROUTING, CHUNKING, RETRIEVAL, GRADING, CONTEXT, GENERATION, REFUSAL)
 DESCRIPTIONS = {
+    ROUTING: "sent where it cannot be served: a greeting or vague question retrieved, or a question answered without retrieval",
     CHUNKING: "evidence split across chunks: no single chunk covers it",
     RETRIEVAL: "evidence not in the retrieval candidates",
     GRADING: "the retrieval evaluator graded relevant candidates incorrect, or an unanswerable question correct",

@@ -20,10 +20,11 @@ from haystack import Document
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from tqdm import tqdm
 
+from components.routes import CONVERSATIONAL
 from experiments import metric_names
 from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
-from experiments.diagnosis import Evidence, diagnosis_row, first_broken_layer, layer_counts
+from experiments.diagnosis import OK, ROUTING, Evidence, diagnosis_row, first_broken_layer, layer_counts
 from experiments.errors import UserError
 from experiments.golden import GoldenItem
 from experiments.grading_metrics import grading_record, grading_summary
@@ -34,6 +35,7 @@ from experiments.mlflow_traces import QuestionTraces
 from experiments.query_metrics import query_scores, query_summary
 from experiments.relevance import Corpus, Judged, locate
 from experiments.relevance import judge as judge_ranking
+from experiments.routing_metrics import routed_wrong, routing_summary
 from experiments.significance import mean_ci
 from experiments.tracing import ChatUsage, counting_chat_calls, timing_components
 from pipelines.builder import BuiltPipeline
@@ -44,6 +46,8 @@ MAX_LOGGED_DOCS = 20
 VIEW_RECORD_METRICS = ("recall_at_10", "mrr_at_10", "ndcg_at_10")
 # Views whose unlocated documents are always reported (0 included); other views only when they have some.
 REPORTED_UNLOCATED = ("retrieval", "context")
+# Scores a question that retrieves nothing by design (a greeting, a question asked back) does not get.
+RETRIEVING_ONLY = ("answer/", "selfcheck/", "context/")
 _ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
 
 
@@ -119,13 +123,26 @@ def evaluate(
             layer_scores |= (_cost(chat.take(), answer) if costs else {}) | _unlocated(ranked, corpus)
             if query.rewriter is not None:
                 layer_scores |= query_scores(item, outputs.get(query.rewriter, {}))
-            judge_errors = _apply_judge(llm_judge, item, answer, ranked.get("context", []), layer_scores)
+            routed = query.route(outputs) if query.route_component is not None else None
+            conversational = item.route in CONVERSATIONAL
+            if conversational:  # nothing to retrieve or answer from: scored on its route and cost only
+                layer_scores = {k: v for k, v in layer_scores.items() if not k.startswith(RETRIEVING_ONLY)}
+            judge_errors = {} if conversational else _apply_judge(
+                llm_judge, item, answer, ranked.get("context", []), layer_scores
+            )
             grading = grading_record(outputs.get(query.grader, {})) if query.grader is not None else {}
             grade = grading.get("crag_label")
-            layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade)
+            if routed_wrong(item.route, routed):
+                layer = ROUTING
+            elif conversational:
+                layer = OK
+            else:
+                layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade)
             record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer} | grading
-            if query.route_component is not None:
-                record["route"] = query.route(outputs)
+            if item.route is not None:
+                record["expected_route"] = item.route
+            if routed is not None:
+                record["route"] = routed
             if query.rewriter is not None:
                 rewrite = outputs.get(query.rewriter, {})
                 record["rewritten_question"] = rewrite.get("question", item.question)
@@ -135,7 +152,7 @@ def evaluate(
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
     metrics |= _input_summary(query, golden) | _route_summary(records) | _unlocated_summary(records)
-    metrics |= query_summary(records) | grading_summary(records)
+    metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
     metrics["eval/traced_questions"] = len(traces.trace_ids)
@@ -325,7 +342,8 @@ def _layer_summary(records: list[dict[str, Any]], has_answer: bool, costs: bool)
     metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
     if not has_answer:
         return metrics
-    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in metric_names.ANSWER) if value is not None}
+    answer_names = (*metric_names.ANSWER, *metric_names.SELFCHECK)
+    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in answer_names) if value is not None}
     metrics["answer/judge_failures"] = float(sum(r.get("answer/judge_failed", 0) for r in records))
     return metrics
 

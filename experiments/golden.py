@@ -24,6 +24,7 @@ from typing import Any
 
 from haystack import Document
 
+from components.routes import CONVERSATIONAL, ROUTES
 from experiments.errors import UserError
 
 _WHITESPACE = re.compile(r"\s+")
@@ -41,9 +42,11 @@ _KNOWN_KEYS = frozenset(
         "history",
         "filters",
         "answerable",
+        "route",
     }
 )
 _EXTRA_PREFIX = "x_"
+_REFERENCES = ("evidence", "relevant_doc_ids", "reference_answer")
 HISTORY_ROLES = ("user", "assistant", "system")
 _EXTRA_KEY = "meta"
 # Names other tools use for golden fields; checked (lower-cased) before difflib's spelling suggestions.
@@ -102,6 +105,8 @@ class GoldenItem:
     # A Haystack metadata filter the retrievers apply for this question (e.g. a tenant or a product line).
     filters: dict | None = None
     answerable: bool | None = None
+    # The route an adaptive pipeline should take (components.routes.ROUTES); scored as router/accuracy.
+    route: str | None = None
     evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
     extra: dict = field(default_factory=dict)
 
@@ -219,8 +224,7 @@ def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenIte
 
 def _judgeable(record: Mapping[str, Any]) -> bool:
     """Some metric can score the item: it has a reference, or is marked unanswerable (refusal is scored)."""
-    references = ("evidence", "relevant_doc_ids", "reference_answer")
-    return any(record.get(key) for key in references) or record.get("answerable") is False
+    return any(record.get(key) for key in _REFERENCES) or record.get("answerable") is False
 
 
 def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[str]]:
@@ -249,6 +253,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         ("history", _is_turns, 'a list of {"role": "user" or "assistant", "content": "..."} turns'),
         ("filters", lambda v: isinstance(v, dict), "an object (a Haystack metadata filter)"),
         ("answerable", lambda v: isinstance(v, bool), "true or false"),
+        ("route", lambda v: v in ROUTES, f"one of {', '.join(ROUTES)}"),
         (_EXTRA_KEY, lambda v: isinstance(v, dict), "an object"),
     ):
         if key in values and not ok(values[key]):
@@ -259,6 +264,8 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         normalise_whitespace(q) for q in values["evidence"]
     ):
         problems.append(f"{label}: 'evidence' holds an empty quote")
+    if values.get("route") in CONVERSATIONAL and any(values.get(key) for key in _REFERENCES):
+        problems.append(f"{label}: route {values['route']!r} retrieves nothing, so the item cannot have {list(_REFERENCES)}")
     if problems:
         return None, problems
     item = GoldenItem(
@@ -272,6 +279,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         history=tuple(values.get("history", ())),
         filters=values.get("filters"),
         answerable=values.get("answerable"),
+        route=values.get("route"),
         extra={key: value for key, value in record.items() if key not in _KNOWN_KEYS},
     )
     return item, []

@@ -22,7 +22,7 @@ from experiments.report import console  # noqa: E402
 from experiments.significance import PairedComparison, paired  # noqa: E402
 
 PER_QUESTION = "per_question.jsonl"
-LAYERS = ("retrieval/", "stage/", "context/", "answer/", "cost/")
+LAYERS = ("retrieval/", "stage/", "context/", "answer/", "selfcheck/", "cost/")
 # Shown (and plotted) by default; `--all` shows every per-question metric.
 DEFAULT_METRICS = (
     "retrieval/hit_at_5",
@@ -34,6 +34,7 @@ DEFAULT_METRICS = (
     "context/recall_at_10",
     *(m for m in metric_names.CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
     *metric_names.ANSWER,
+    *metric_names.SELFCHECK,
     "cost/prompt_tokens",
     "cost/completion_tokens",
     "latency_ms",

@@ -17,7 +17,8 @@ RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
 LAYER_METRICS = tuple(
     m
-    for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.COST)
+    for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.SELFCHECK,
+              *metric_names.COST)
     if m not in NOT_PRINTED
 )
 

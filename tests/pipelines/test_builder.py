@@ -427,7 +427,7 @@ def test_queries_from_can_feed_the_dense_path_alone(embedded_store):
 @pytest.mark.parametrize(
     ("queries_from", "message"),
     [
-        ({"socket": "expander.queries", "paths": ["bm25"]}, "with ['socket', 'question', 'paths'] and optionally 'filters'"),
+        ({"socket": "expander.queries", "paths": ["bm25"]}, "with ['socket', 'question', 'paths'] and optionally ['filters', 'query']"),
         ({"socket": "expander.queries", "question": "expander.query", "paths": []}, "non-empty list"),
         ({"socket": "expander.queries", "question": "expander.query", "paths": ["bm26"]}, "paths[0]: 'bm26' is not a retriever"),
         ({"socket": "expander.queries", "question": "expander.query", "paths": ["fusion"]}, "'fusion' also takes ['fusion.bm25', 'fusion.dense']"),

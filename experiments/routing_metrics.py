@@ -1,0 +1,89 @@
+"""The routing layer: whether a router sent each question where its golden `route` says, and what each route costs.
+
+`router/accuracy` and the confusion matrix are scored only for pipelines whose routes are ragtune's route names
+(components.routes.ROUTES: pipeline=adaptive); the cost and latency per route apply to any pipeline with a route
+component (crag's correct/ambiguous/incorrect too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+
+from components.routes import CONVERSATIONAL, ROUTES
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COSTS = ("cost/llm_calls", "cost/prompt_tokens", "cost/completion_tokens")
+
+
+def routed_wrong(expected: str | None, routed: str | None) -> bool:
+    """A question the route it took cannot serve: a conversational one that retrieved (or took the other
+    conversational route), or a retrieving one answered without retrieval. Retrieving routes may stand in for
+    each other: the answer then says whether the choice mattered."""
+    if expected is None:
+        return False
+    if expected in CONVERSATIONAL:
+        return routed != expected
+    return routed in CONVERSATIONAL
+
+
+def routing_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """router/accuracy where routes are route names; cost and latency per route wherever a route was recorded."""
+    metrics: dict[str, float] = {}
+    routed = [r for r in records if r.get("route") is not None]
+    for route in sorted({r["route"] for r in routed}):
+        rows = [r for r in routed if r["route"] == route]
+        for name in COSTS:
+            values = [r[name] for r in rows if name in r]
+            if values:
+                metrics[f"{name}_per_question/route/{route}"] = float(np.mean(values))
+        p50, p95 = np.percentile([r["latency_ms"] for r in rows], [50, 95])
+        metrics |= {f"latency/route/{route}/p50_ms": float(p50), f"latency/route/{route}/p95_ms": float(p95)}
+    labelled = _labelled(records)
+    if labelled:
+        metrics["router/accuracy"] = sum(r["route"] == r["expected_route"] for r in labelled) / len(labelled)
+        metrics["router/labelled_questions"] = float(len(labelled))
+    return metrics
+
+
+def _labelled(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records with a golden route, when the pipeline's routes are route names (else there is no router to score)."""
+    rows = [r for r in records if r.get("expected_route") and r.get("route") is not None]
+    return rows if rows and all(r["route"] in ROUTES for r in rows) else []
+
+
+def confusion(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    return dict(Counter((r["expected_route"], r["route"]) for r in _labelled(records)))
+
+
+def write_confusion(records: Sequence[dict[str, Any]], out_dir: Path, title: str) -> list[Path]:
+    """router_confusion.csv and .png (rows: the golden route, columns: the route taken); nothing without labels."""
+    counts = confusion(records)
+    if not counts:
+        return []
+    matrix = np.array([[counts.get((label, route), 0) for route in ROUTES] for label in ROUTES])
+    csv = out_dir / "router_confusion.csv"
+    csv.write_text("labelled\\routed," + ",".join(ROUTES) + "\n"
+                   + "".join(f"{label}," + ",".join(map(str, row)) + "\n" for label, row in zip(ROUTES, matrix, strict=True)))
+    figure, axes = plt.subplots(figsize=(6.4, 5.2))
+    axes.imshow(matrix, cmap="Blues")
+    for (i, j), n in np.ndenumerate(matrix):
+        axes.text(j, i, str(n), ha="center", va="center", color="white" if n > matrix.max() / 2 else "black")
+    axes.set_xticks(range(len(ROUTES)), ROUTES, rotation=30, ha="right")
+    axes.set_yticks(range(len(ROUTES)), ROUTES)
+    axes.set_xlabel("route taken")
+    axes.set_ylabel("golden route")
+    accuracy = np.trace(matrix) / matrix.sum()
+    axes.set_title(f"{title}: router accuracy {accuracy:.3f} ({np.trace(matrix)}/{matrix.sum()})")
+    figure.tight_layout()
+    png = out_dir / "router_confusion.png"
+    figure.savefig(png, dpi=120)
+    plt.close(figure)
+    return [csv, png]
