@@ -1,11 +1,15 @@
-"""Each technique switched on alone against `pipeline=hybrid_rag`, per set: paired differences with CIs, and cost.
+"""Each technique switched alone against its baseline, per set: paired differences with CIs, and cost.
 
-    python benchmarks/ablation.py                                   # every set and technique (about 2 hours)
+    python benchmarks/ablation.py                                   # every set and technique (hours on 2 cores)
     python benchmarks/ablation.py --sets demo_zh --techniques reranker=e5 compressor=extractive
     python benchmarks/ablation.py --overrides models=minilm --out outputs/ablation_minilm   # another embedder
+    python benchmarks/ablation.py --techniques pipeline=crag crag-refinement crag-supplementary crag-refusal
 
 Every job is `run.py` with the offline defaults (span answerer) plus the technique's overrides; the baseline is
-`pipeline=hybrid_rag`. Per set and technique the table gives the paired difference from the baseline, question by
+`pipeline=hybrid_rag` for the retrieval techniques, `advanced` for `pipeline=crag`, `crag` for the CRAG parts
+switched off one at a time, `adaptive router=fixed` (always multi_step) for the router, and `answer=llm` for the
+self-check. Questions that should not retrieve (a `no_retrieval` or `clarify` golden route) are left out of the
+refusal column. Per set and technique the table gives the paired difference from the baseline, question by
 question (experiments/significance.py: bootstrap 95 % CI and permutation p-value), of retrieval recall@10 and
 MRR@10, the reranked order's MRR@10 (`stage/reranker`), context recall, precision and tokens, answer F1 and refusal
 accuracy (refused exactly when unanswerable), then the technique's LLM calls and tokens per question and its p50
@@ -27,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.jobs import run_job  # noqa: E402
+from components.routes import CONVERSATIONAL  # noqa: E402
 from experiments.paired_compare import compare_records  # noqa: E402
 
 SETS = {
@@ -40,7 +45,22 @@ SETS = {
 }
 # A question rewriter or expander alone: pipeline=advanced with its other slots off.
 REWRITER_ALONE = ["pipeline=advanced", "reranker=none", "compressor=none"]
-BASELINE = ["pipeline=hybrid_rag"]
+BASELINES = {
+    "hybrid_rag": ["pipeline=hybrid_rag"],
+    "advanced": ["pipeline=advanced"],
+    "crag": ["pipeline=crag"],
+    "adaptive router=fixed": ["pipeline=adaptive", "router=fixed"],
+    "answer=llm": ["answer=llm"],
+}
+# The baseline of each technique that is not measured against hybrid_rag.
+AGAINST = {
+    "pipeline=crag": "advanced",
+    "crag-refinement": "crag",
+    "crag-supplementary": "crag",
+    "crag-refusal": "crag",
+    "pipeline=adaptive": "adaptive router=fixed",
+    "selfcheck.max_retries=2": "answer=llm",
+}
 TECHNIQUES = {
     "rewriter=rules": REWRITER_ALONE,
     **{f"rewriter={name}": [*REWRITER_ALONE, f"rewriter={name}"] for name in ("multi_query", "hyde", "step_back", "decompose", "decompose_sequential")},
@@ -48,6 +68,14 @@ TECHNIQUES = {
     "reranker=mmr": ["reranker=mmr"],
     "compressor=extractive": ["compressor=extractive"],
     "pipeline=advanced": ["pipeline=advanced"],
+    # CRAG's evaluator with its actions, then each part switched off alone: the strip refinement (compressor), the
+    # supplementary search (upper = lower leaves no ambiguous band), the refusal (incorrect searches instead).
+    "pipeline=crag": ["pipeline=crag"],
+    "crag-refinement": ["pipeline=crag", "compressor=none"],
+    "crag-supplementary": ["pipeline=crag", "crag.upper=${crag.lower}"],
+    "crag-refusal": ["pipeline=crag", "crag.incorrect_action=search"],
+    "pipeline=adaptive": ["pipeline=adaptive"],
+    "selfcheck.max_retries=2": ["answer=llm", "selfcheck.max_retries=2"],
 }
 PAIRED = {
     "retrieval/recall_at_10": "recall@10",
@@ -62,9 +90,11 @@ PAIRED = {
 
 
 def with_refusal(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Records by id, each with `refusal_correct`: 1 when it refused exactly when the question is unanswerable."""
+    """Records by id, each with `refusal_correct`: 1 when it refused exactly when the question is unanswerable
+    (absent for a question that should not retrieve, which no refusal serves)."""
     return {
-        str(r["id"]): r | {"refusal_correct": float(bool(r.get("refused")) == (not r.get("answerable", True)))}
+        str(r["id"]): r if r.get("expected_route") in CONVERSATIONAL else r | {
+            "refusal_correct": float(bool(r.get("refused")) == (not r.get("answerable", True)))}
         for r in records
     }
 
@@ -82,12 +112,12 @@ def cost(metrics: dict[str, float], records: list[dict[str, Any]]) -> dict[str, 
     }
 
 
-def table(name: str, baseline: tuple[dict, list], rows: dict[str, tuple[dict, list]]) -> str:
+def table(name: str, against: str, baseline: tuple[dict, list], rows: dict[str, tuple[dict, list]]) -> str:
     head = ["technique", *PAIRED.values(), "LLM calls/q", "tokens/q (prompt+completion)", "p50 / p95 s"]
-    lines = [f"**{name}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"**{name}**, against `{against}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = cost(*baseline)
     lines.append(
-        f"| hybrid_rag (baseline) | {' | '.join('' for _ in PAIRED)} | {base['llm_calls']:.2f} | "
+        f"| {against} (baseline) | {' | '.join('' for _ in PAIRED)} | {base['llm_calls']:.2f} | "
         f"{base['prompt_tokens']:.0f}+{base['completion_tokens']:.0f} | {base['p50_s']:.2f} / {base['p95_s']:.2f} |"
     )
     for technique, (metrics, records) in rows.items():
@@ -117,13 +147,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     report: dict[str, Any] = {}
     for name in args.sets:
         common = [*SETS[name], "eval.trace_sample=0", *args.overrides]
-        baseline = run_job([*BASELINE, *common], args.out / name / "baseline", args.reuse)
-        rows = {
-            t: run_job([*TECHNIQUES[t], *common], args.out / name / t.replace("=", "-"), args.reuse)
-            for t in args.techniques
-        }
-        print(table(name, baseline, rows) + "\n", flush=True)
-        report[name] = {"baseline": baseline[0], **{t: metrics for t, (metrics, _) in rows.items()}}
+        report[name] = {}
+        for against in dict.fromkeys(AGAINST.get(t, "hybrid_rag") for t in args.techniques):
+            folder = "baseline" if against == "hybrid_rag" else f"baseline-{against.replace('=', '-').replace(' ', '_')}"
+            baseline = run_job([*BASELINES[against], *common], args.out / name / folder, args.reuse)
+            rows = {
+                t: run_job([*TECHNIQUES[t], *common], args.out / name / t.replace("=", "-"), args.reuse)
+                for t in args.techniques
+                if AGAINST.get(t, "hybrid_rag") == against
+            }
+            print(table(name, against, baseline, rows) + "\n", flush=True)
+            report[name] |= {f"baseline {against}": baseline[0], **{t: metrics for t, (metrics, _) in rows.items()}}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

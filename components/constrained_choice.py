@@ -113,3 +113,19 @@ def _last_logits(llm: Any) -> Any:
     import llama_cpp
 
     return llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+
+
+def option_probabilities(llm: Any, prompt: str, options: Sequence[str]) -> dict[str, float]:
+    """The model's probability of each option as the continuation of `prompt`, renormalised over the options.
+
+    Each option is read by its first token (tokenised with a leading space, as after a colon or question mark in a
+    few-shot prompt), so options must differ in their first token, as "yes" and "no" do. One forward pass; the
+    prompt prefix shared with the previous call stays in the KV cache.
+    """
+    firsts = [llm.tokenize((" " + option).encode(), add_bos=False)[0] for option in options]
+    if len(set(firsts)) != len(firsts):
+        raise ValueError(f"options {list(options)} share a first token, so one pass cannot tell them apart")
+    logits = _eval_with_cached_prefix(llm, llm.tokenize(prompt.encode(), add_bos=True))
+    values = np.array([logits[t] for t in firsts], dtype=np.float64)
+    weights = np.exp(values - values.max())
+    return dict(zip(options, (weights / weights.sum()).tolist(), strict=True))

@@ -7,6 +7,7 @@ from typing import Any
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage
+from haystack.utils import deserialize_chatgenerator_inplace
 
 logger = logging.getLogger(__name__)
 
@@ -31,3 +32,21 @@ def ask_json(chat_generator: Any, prompt: str, caller: str) -> dict[str, Any] | 
         logger.warning("{caller}: unusable reply {reply!r}; falling back", caller=caller, reply=reply)
         return None
     return parsed
+
+
+class HoldsChatGenerator:
+    """Warm-up and deserialisation for a component whose `chat_generator` init parameter is a Haystack component."""
+
+    chat_generator: Any
+
+    def warm_up(self) -> None:
+        """Loads the generator's model."""
+        if hasattr(self.chat_generator, "warm_up"):
+            self.chat_generator.warm_up()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Deserialise the component, rebuilding the generator from its type."""
+        params = dict(data["init_parameters"])
+        deserialize_chatgenerator_inplace(params)
+        return cls(**params)

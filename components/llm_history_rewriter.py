@@ -7,16 +7,15 @@ from typing import Any
 from haystack import component, default_to_dict, logging
 from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
-from haystack.utils import deserialize_chatgenerator_inplace
 
-from components.json_reply import ask_json
+from components.json_reply import HoldsChatGenerator, ask_json
 from components.text import detect_language
 
 logger = logging.getLogger(__name__)
 
 
 @component
-class LLMHistoryRewriter:
+class LLMHistoryRewriter(HoldsChatGenerator):
     """
     Asks a chat generator for `{"question": "..."}`: the latest question restated with what it takes from the chat.
 
@@ -56,10 +55,6 @@ class LLMHistoryRewriter:
         self.turns = turns
         self.max_chars_factor = max_chars_factor
 
-    def warm_up(self) -> None:
-        """Load the generator's model."""
-        if hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, the generator with its own `to_dict()`."""
@@ -71,12 +66,6 @@ class LLMHistoryRewriter:
             max_chars_factor=self.max_chars_factor,
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LLMHistoryRewriter:
-        """Deserialise the component, rebuilding the generator from its type."""
-        params = dict(data["init_parameters"])
-        deserialize_chatgenerator_inplace(params)
-        return cls(**params)
 
     @component.output_types(question=str, queries=list[str], fallback=bool)
     def run(self, question: str, history: list[ChatMessage] | None = None) -> dict[str, Any]:

@@ -6,15 +6,14 @@ from typing import Any
 
 from haystack import component, default_to_dict
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_chatgenerator_inplace
 
-from components.json_reply import ask_json
+from components.json_reply import HoldsChatGenerator, ask_json
 from components.routes import ROUTES, RouteDecision, check_route
 from components.text import detect_language
 
 
 @component
-class LLMRouter:
+class LLMRouter(HoldsChatGenerator):
     """
     Asks the chat model for `{"route": ...}` with a prompt in the question's language.
 
@@ -43,10 +42,6 @@ class LLMRouter:
         self.templates = dict(templates)
         self.fallback = check_route(fallback, "fallback")
 
-    def warm_up(self) -> None:
-        """Loads the chat model."""
-        if hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, with its chat generator."""
@@ -57,12 +52,6 @@ class LLMRouter:
             fallback=self.fallback,
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LLMRouter:
-        """Deserialise the component, with its chat generator."""
-        params = dict(data["init_parameters"])
-        deserialize_chatgenerator_inplace(params)
-        return cls(**params)
 
     def classify(self, query: str) -> RouteDecision:
         template = self.templates.get(detect_language(query), self.templates["en"])

@@ -32,6 +32,7 @@ import yaml  # noqa: E402
 from haystack import Document  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from components.routes import CONVERSATIONAL
 from experiments.config import compose, validate  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
 from experiments.evaluate import pipeline_inputs  # noqa: E402
@@ -157,7 +158,9 @@ def grade_golden_set(overrides: Sequence[str], progress: bool = True) -> tuple[l
     query.warm_up()
     corpus = {doc.id: doc.content or "" for doc in indexed.dataset.documents}
     graded = []
-    for item in tqdm(indexed.dataset.golden, desc="score passages", unit="q", disable=not progress):
+    # Greetings and vague questions (a no_retrieval or clarify route) are no retrieval to grade.
+    retrieving = [item for item in indexed.dataset.golden if item.route not in CONVERSATIONAL]
+    for item in tqdm(retrieving, desc="score passages", unit="q", disable=not progress):
         outputs = query.run(**pipeline_inputs(query, item))
         passages = outputs[query.grader]["graded"]
         relevant = [holds_evidence(p, item, cfg.eval.min_overlap, corpus) for p in passages]

@@ -175,14 +175,18 @@ def validate(cfg: DictConfig) -> None:
     _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
 
 
+def _answer_stage_has(cfg: DictConfig, component: str) -> bool:
+    stage = cfg.pipeline.get("answer")
+    components = stage.get("components") if isinstance(stage, DictConfig) else None
+    return components is not None and component in components
+
+
 def _check_order_is_read(cfg: DictConfig) -> None:
     """A context order that no stage of this pipeline reads would be logged as if it had been measured."""
     if cfg.get("order") is None or cfg.order.get("_target_") == "none":
         return
-    stage = cfg.pipeline.get("answer")
-    components = stage.get("components") if isinstance(stage, DictConfig) else None
     _require(
-        components is not None and "order" in components,
+        _answer_stage_has(cfg, "order"),
         "order",
         "only the llm answer stage reads it (answer=llm); span and extractive answers weigh each chunk by its "
         "rank, and a retrieval-only pipeline has no prompt; drop it or set answer=llm",
@@ -195,10 +199,8 @@ def _check_selfcheck(cfg: DictConfig) -> None:
     _require(isinstance(retries, int) and retries >= 0, "selfcheck.max_retries", f"must be an integer >= 0, got {retries!r}")
     if retries == 0:
         return
-    stage = cfg.pipeline.get("answer")
-    components = stage.get("components") if isinstance(stage, DictConfig) else None
     _require(
-        components is not None and "selfcheck" in components,
+        _answer_stage_has(cfg, "selfcheck"),
         "selfcheck.max_retries",
         "only the llm answer stage retries (answer=llm); span and extractive answers quote the context, so "
         "their sentences are always supported, and a retrieval-only pipeline has no answer",

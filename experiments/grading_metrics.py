@@ -1,7 +1,7 @@
 """The grading layer: the label a retrieval evaluator (CRAG) gave each question, against its answerability.
 
 An answerable question should be graded correct or ambiguous, an unanswerable one incorrect: that is
-`crag/label_accuracy`. The per-passage scores are kept per question, so `experiments.calibrate` and a reader of
+`crag/label_accuracy` (over the questions that retrieve: a greeting has no passages worth grading). The per-passage scores are kept per question, so `experiments.calibrate` and a reader of
 per_question.jsonl see why a label was given.
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.crag_evaluator import LABELS
+from components.routes import CONVERSATIONAL
 
 
 def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def grading_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    rows = [r for r in records if r.get("crag_label")]
+    rows = [r for r in records if r.get("crag_label") and r.get("expected_route") not in CONVERSATIONAL]
     if not rows:
         return {}
     labels = [r["crag_label"] for r in rows]

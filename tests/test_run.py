@@ -518,7 +518,8 @@ def test_an_expander_runs_end_to_end_on_smollm2_and_feeds_only_the_paths_it_name
     # a passage per question, or a fallback to the question when the reply was unusable
     assert metrics["query/rewrites_per_question"] + metrics["query/fallbacks"] / metrics["eval/questions"] == 1.0
     assert metrics["stage/dense/recall_at_10"] >= 0 and "stage/bm25/mrr_at_10" in metrics
-    assert all(r["rewritten_queries"] for r in records)
+    assert all(r["rewritten_queries"] or r["query/fallback"] for r in records)
+    assert all(r["rewritten_queries"] for r in records if r["expected_route"] != "no_retrieval")  # greetings may fall back
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     pipeline = Path(client(tmp_path).download_artifacts(run_id, "pipeline.yaml", str(tmp_path))).read_text()
     assert "MultiQueryRetriever" in pipeline and "QueryExpander" in pipeline

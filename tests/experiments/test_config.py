@@ -441,7 +441,7 @@ def test_selfcheck_without_a_generator_to_retry_is_refused_naming_the_key(overri
         validate(config(*overrides, "selfcheck.max_retries=1"))
 
 
-@pytest.mark.parametrize("router", ["rules", "knn", "llm", "cascade", "cascade_llm"])
+@pytest.mark.parametrize("router", ["rules", "knn", "llm", "cascade", "cascade_llm", "fixed"])
 def test_adaptive_builds_with_every_router_and_retrieves_only_on_the_routes_that_do(router, tmp_path):
     cfg = config("pipeline=adaptive", f"router={router}")
     validate(cfg)

@@ -18,6 +18,7 @@ def test_label_rates_and_accuracy_against_answerability():
         {"answerable": True, "crag_label": "incorrect"},  # wrong
         {"answerable": False, "crag_label": "incorrect"},  # right
         {"answerable": False, "crag_label": "ambiguous"},  # wrong
+        {"answerable": False, "crag_label": "correct", "expected_route": "no_retrieval"},  # a greeting: not graded
     ]
     assert grading_summary(records) == pytest.approx({
         "crag/label_correct_rate": 0.2, "crag/label_ambiguous_rate": 0.4, "crag/label_incorrect_rate": 0.4,
