@@ -18,7 +18,7 @@ NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
 LAYER_METRICS = tuple(
     m
     for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.SELFCHECK,
-              *metric_names.COST)
+              *metric_names.CONTROL, *metric_names.COST)
     if m not in NOT_PRINTED
 )
 
