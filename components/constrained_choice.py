@@ -9,6 +9,7 @@ stays in the KV cache.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,15 @@ from typing import Any
 import numpy as np
 
 STOP_TEXTS = ("\n", "\n\n")
+
+
+def load_gguf(model: str, n_ctx: int, model_kwargs: dict[str, Any], **defaults: Any) -> Any:
+    """A `llama_cpp.Llama` for raw completion: quiet, every core decoding (llama-cpp-python would use half,
+    assuming hyper-threads), then the caller's `defaults` and the config's `model_kwargs`, the last winning."""
+    from llama_cpp import Llama
+
+    settings = {"verbose": False, "n_threads": os.cpu_count() or 1, **defaults, **model_kwargs}
+    return Llama(model_path=model, n_ctx=n_ctx, **settings)
 
 
 @dataclass

@@ -57,6 +57,10 @@ class FixedReply:
         :returns: `answers`: one GeneratedAnswer.
         """
         text = refusal_for(self.replies, query).replace("{question}", query.strip())
-        meta = {"refused": self.refused, "citations": [], "unsupported_sentences": [], "sentences": [],
-                "invalid_citations": [], ("refusal_reason" if self.refused else "reply_reason"): self.reason}
+        meta = uncited_meta(self.refused) | {("refusal_reason" if self.refused else "reply_reason"): self.reason}
         return {"answers": [GeneratedAnswer(data=text, query=query, documents=[], meta=meta)]}
+
+
+def uncited_meta(refused: bool) -> dict[str, object]:
+    """The answer contract's meta for an answer that cites nothing and so has nothing unsupported."""
+    return {"refused": refused, "citations": [], "unsupported_sentences": [], "sentences": [], "invalid_citations": []}

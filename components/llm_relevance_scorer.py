@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from jinja2 import Template
 
-from components.constrained_choice import option_probabilities
+from components.constrained_choice import load_gguf, option_probabilities
 
 
 @component
@@ -63,10 +62,7 @@ class LLMRelevanceScorer:
     def warm_up(self) -> None:
         """Loads the GGUF model once."""
         if self._llm is None:
-            from llama_cpp import Llama
-
-            defaults = {"verbose": False, "n_threads": os.cpu_count() or 1}
-            self._llm = Llama(model_path=self.model, n_ctx=self.n_ctx, **(defaults | self.model_kwargs))
+            self._llm = load_gguf(self.model, self.n_ctx, self.model_kwargs)
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, documents: list[Document], top_k: int | None = None) -> dict[str, list[Document]]:

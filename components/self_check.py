@@ -8,6 +8,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from components.citation_verifier import CitationVerifier
+from components.fixed_reply import uncited_meta
 from components.text import detect_language, refusal_for
 
 # Marks the feedback messages this component adds, so the prompt it receives tells how many retries it has had.
@@ -94,13 +95,8 @@ class SelfCheck:
         return [*messages, reply, ChatMessage.from_user(text, meta={RETRY_META: retries + 1})]
 
     def _refusal(self, answer: GeneratedAnswer, retries: int) -> GeneratedAnswer:
-        meta = {
+        meta = uncited_meta(refused=True) | {
             "raw": answer.meta.get("raw", ""),
-            "refused": True,
-            "citations": [],
-            "invalid_citations": [],
-            "sentences": [],
-            "unsupported_sentences": [],
             "usage": answer.meta.get("usage", {}),
             "refusal_reason": "selfcheck",
             "selfcheck_retries": retries,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -11,7 +10,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage
 from jinja2 import Template
 
-from components.constrained_choice import choose
+from components.constrained_choice import choose, load_gguf
 from components.extractive_answerer import Candidate, ExtractiveAnswerer, answerable
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -112,10 +111,7 @@ class SpanAnswerer:
     def warm_up(self) -> None:
         """Loads the GGUF model once."""
         if self._llm is None:
-            from llama_cpp import Llama
-
-            defaults = {"verbose": False, "n_threads": os.cpu_count() or 1, "flash_attn": True}
-            self._llm = Llama(model_path=self.model, n_ctx=self.n_ctx, **(defaults | self.model_kwargs))
+            self._llm = load_gguf(self.model, self.n_ctx, self.model_kwargs, flash_attn=True)
 
     @component.output_types(replies=list[ChatMessage])
     def run(self, query: str, documents: list[Document]) -> dict[str, list[ChatMessage]]:

@@ -30,7 +30,7 @@ from experiments.golden import GoldenItem
 from experiments.grading_metrics import grading_record, grading_summary
 from experiments.interrupts import raise_if_interrupted
 from experiments.judge import Judge
-from experiments.metrics import aggregate, by_category, rank_metrics
+from experiments.metrics import aggregate, by_category, latency_percentiles, rank_metrics
 from experiments.mlflow_traces import QuestionTraces
 from experiments.query_metrics import query_scores, query_summary
 from experiments.relevance import Corpus, Judged, locate
@@ -151,7 +151,7 @@ def evaluate(
             records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
-    metrics |= _input_summary(query, golden) | _route_summary(records) | _unlocated_summary(records)
+    metrics |= _input_summary(query, golden) | _unlocated_summary(records)
     metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
@@ -187,11 +187,6 @@ def _input_summary(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> dict[s
     return {"eval/items_with_history": float(with_history), "eval/history_unused": float(
         0 if "history" in query.inputs else with_history
     )}
-
-
-def _route_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    routes = [record["route"] for record in records if "route" in record]
-    return {f"route/{name}_rate": routes.count(name) / len(routes) for name in sorted(set(routes))}
 
 
 def _unlocated(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> dict[str, float]:
@@ -326,9 +321,9 @@ def _summarise(
     metrics |= by_category([i for i, _ in judged_items], [m for _, m in judged_items], "retrieval")
     metrics["eval/questions"] = len(golden)
     metrics["eval/judged_questions"] = len(judged_items)
-    metrics |= _latency("latency", latencies)
+    metrics |= latency_percentiles("latency", latencies)
     for component, values in component_ms.items():
-        metrics |= _latency(f"latency/{component}", values)
+        metrics |= latency_percentiles(f"latency/{component}", values)
     return metrics
 
 
@@ -364,8 +359,3 @@ def _intervals(records: list[dict[str, Any]], confidence: float) -> dict[str, fl
     return metrics
 
 
-def _latency(prefix: str, values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    p50, p95 = np.percentile(values, [50, 95])
-    return {f"{prefix}/p50_ms": float(p50), f"{prefix}/p95_ms": float(p95)}

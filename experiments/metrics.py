@@ -10,6 +10,8 @@ import math
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 from experiments.golden import GoldenItem
 from experiments.relevance import Judged
 
@@ -101,3 +103,11 @@ def by_category(
 def _extend_ideal(n: int) -> None:
     while len(_IDEAL) <= n:
         _IDEAL.append(_IDEAL[-1] + 1.0 / math.log2(len(_IDEAL) + 1))
+
+
+def latency_percentiles(prefix: str, values: Sequence[float]) -> dict[str, float]:
+    """`{prefix}/p50_ms` and `{prefix}/p95_ms` of per-question milliseconds; nothing when there are none."""
+    if not values:
+        return {}
+    p50, p95 = np.percentile(values, [50, 95])
+    return {f"{prefix}/p50_ms": float(p50), f"{prefix}/p95_ms": float(p95)}

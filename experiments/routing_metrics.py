@@ -16,6 +16,7 @@ import matplotlib
 import numpy as np
 
 from components.routes import CONVERSATIONAL, ROUTES
+from experiments.metrics import latency_percentiles
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -35,17 +36,18 @@ def routed_wrong(expected: str | None, routed: str | None) -> bool:
 
 
 def routing_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """router/accuracy where routes are route names; cost and latency per route wherever a route was recorded."""
+    """The share, cost and latency of each route wherever a route was recorded; router/accuracy where routes are
+    route names."""
     metrics: dict[str, float] = {}
     routed = [r for r in records if r.get("route") is not None]
     for route in sorted({r["route"] for r in routed}):
         rows = [r for r in routed if r["route"] == route]
+        metrics[f"route/{route}_rate"] = len(rows) / len(routed)
         for name in COSTS:
             values = [r[name] for r in rows if name in r]
             if values:
                 metrics[f"{name}_per_question/route/{route}"] = float(np.mean(values))
-        p50, p95 = np.percentile([r["latency_ms"] for r in rows], [50, 95])
-        metrics |= {f"latency/route/{route}/p50_ms": float(p50), f"latency/route/{route}/p95_ms": float(p95)}
+        metrics |= latency_percentiles(f"latency/route/{route}", [r["latency_ms"] for r in rows])
     labelled = _labelled(records)
     if labelled:
         metrics["router/accuracy"] = sum(r["route"] == r["expected_route"] for r in labelled) / len(labelled)
