@@ -161,12 +161,33 @@ def evaluate(
 
 def pipeline_inputs(query: BuiltPipeline, item: GoldenItem) -> dict[str, Any]:
     """The golden fields the pipeline takes: the question always, history and filters where the item has them."""
-    fields: dict[str, Any] = {"question": item.question}
-    if item.history and "history" in query.inputs:
-        fields["history"] = [_ROLES[turn["role"]](turn["content"]) for turn in item.history]
-    if item.filters and "filters" in query.inputs:
-        fields["filters"] = item.filters
+    return request_inputs(query, item.question, item.history, item.filters)
+
+
+def request_inputs(
+    query: BuiltPipeline,
+    question: str,
+    history: Sequence[Mapping[str, str]] | None = None,
+    filters: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A question with its chat history ({role, content} turns) and filters as pipeline inputs; a golden item and
+    a served request go in the same way."""
+    fields: dict[str, Any] = {"question": question}
+    if history and "history" in query.inputs:
+        fields["history"] = [_ROLES[turn["role"]](turn["content"]) for turn in history]
+    if filters and "filters" in query.inputs:
+        fields["filters"] = dict(filters)
     return fields
+
+
+def answer_fields(answer: GeneratedAnswer) -> dict[str, Any]:
+    """What a question's answer record holds, in a run's per_question.jsonl and in a served reply alike."""
+    return {
+        "answer": answer.data,
+        "refused": bool(answer.meta.get("refused")),
+        "citations": answer.meta.get("citations", []),
+        "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
+    }
 
 
 def _check_inputs(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> None:
@@ -289,12 +310,7 @@ def _record(
         "reference": item.reference_answer,
     }
     if answer is not None:
-        record |= {
-            "answer": answer.data,
-            "refused": bool(answer.meta.get("refused")),
-            "citations": answer.meta.get("citations", []),
-            "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
-        }
+        record |= answer_fields(answer)
     for view, docs in ranked.items():
         record[f"{view}/chunks"] = [
             {"id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score} for d in docs[:MAX_LOGGED_DOCS]

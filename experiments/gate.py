@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -84,37 +85,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MlflowException, UserError) as e:
         print(f"gate: cannot read runs: {e}", file=sys.stderr)
         return EXIT_UNJUDGEABLE
-    verdicts, skipped = judge_runs(baseline.data.metrics, candidate.data.metrics, args.max_regression)
-    verdicts = _with_paired(client, args.baseline, args.candidate, verdicts)
+    result = gate_runs(client, baseline, candidate, args.max_regression)
+    print("\n".join(result.lines()))
+    print(f"gate: {result.summary()}", file=sys.stderr if result.exit_code != EXIT_OK else sys.stdout)
+    return result.exit_code
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdicts: list[Verdict]
+    skipped: list[str]
+    max_regression: float
+
+    @property
+    def failed(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.failed]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_UNJUDGEABLE if not self.verdicts else EXIT_REGRESSED if self.failed else EXIT_OK
+
+    def summary(self) -> str:
+        if not self.verdicts:
+            return "cannot judge: the runs share no headline metric"
+        if self.failed:
+            names = ", ".join(f"{v.metric} ({v.layer})" for v in self.failed)
+            return f"FAILED, regressed beyond {self.max_regression}: {names}"
+        return f"passed ({len(self.verdicts)} headline metrics within {self.max_regression})"
+
+    def lines(self) -> list[str]:
+        return verdict_lines(self.verdicts, self.skipped, self.max_regression)
+
+
+def gate_runs(client: MlflowClient, baseline: Run, candidate: Run, max_regression: float) -> GateResult:
+    """The candidate run judged against the baseline run, with paired CIs where both logged per-question scores."""
+    verdicts, skipped = judge_runs(baseline.data.metrics, candidate.data.metrics, max_regression)
+    verdicts = with_paired(client, baseline.info.run_id, candidate.info.run_id, verdicts)
+    return GateResult(verdicts, skipped, max_regression)
+
+
+def verdict_lines(verdicts: Sequence[Verdict], skipped: Sequence[str], max_regression: float) -> list[str]:
+    """One line per verdict with its paired CI, one per skipped metric, and the layers nobody could judge."""
+    lines = []
     for v in verdicts:
         status = "FAIL" if v.failed else "ok"
         detail = ""
         if v.paired is not None:
             detail = f"  diff 95% CI [{v.paired.low:+.3f}, {v.paired.high:+.3f}], p={v.paired.p_value:.3f}"
         direction = "lower is better" if lower_is_better(v.metric) else "higher is better"
-        print(
+        lines.append(
             f"{status:4} {v.layer:9} {v.metric}: {v.baseline:.3f} -> {v.candidate:.3f} "
-            f"(regression {v.regression + 0.0:+.3f}, limit {args.max_regression}; {direction}){detail}"
+            f"(regression {v.regression + 0.0:+.3f}, limit {max_regression}; {direction}){detail}"
         )
-    for note in skipped:
-        print(f"skip {note}")
+    lines += [f"skip {note}" for note in skipped]
     gated = {v.layer for v in verdicts}
     skipped_layers = [layer for layer in HEADLINE if layer not in gated]
     if skipped_layers:
-        print(f"gate: layers skipped (not logged by both runs): {', '.join(skipped_layers)}")
-    if not verdicts:
-        print("gate: cannot judge: the runs share no headline metric", file=sys.stderr)
-        return EXIT_UNJUDGEABLE
-    failed = [v for v in verdicts if v.failed]
-    if failed:
-        names = ", ".join(f"{v.metric} ({v.layer})" for v in failed)
-        print(f"gate: FAILED, regressed beyond {args.max_regression}: {names}", file=sys.stderr)
-        return EXIT_REGRESSED
-    print(f"gate: passed ({len(verdicts)} headline metrics within {args.max_regression})")
-    return EXIT_OK
+        lines.append(f"gate: layers skipped (not logged by both runs): {', '.join(skipped_layers)}")
+    return lines
 
 
-def _with_paired(client: MlflowClient, baseline: str, candidate: str, verdicts: list[Verdict]) -> list[Verdict]:
+def with_paired(client: MlflowClient, baseline: str, candidate: str, verdicts: list[Verdict]) -> list[Verdict]:
     """Adds the paired CI and p-value where both runs have per-question scores; the verdict itself stays on means."""
     try:
         a, b = load_per_question(client, baseline), load_per_question(client, candidate)

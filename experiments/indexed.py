@@ -6,6 +6,7 @@ everything that can fail cheaply (models resolved, the graph built and checked) 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,15 @@ from pipelines.builder import (
     instantiate_component,
     reads_embeddings,
 )
-from pipelines.ingest import IndexInfo, build_index, index_fingerprint, ingest_spec
+from pipelines.ingest import (
+    DamagedIndexError,
+    IndexInfo,
+    build_index,
+    index_fingerprint,
+    ingest_spec,
+    load_snapshot,
+    read_manifest,
+)
 
 # Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
 PROJECT_MODULES = ("components",)
@@ -38,20 +47,32 @@ def _wrapped_parts(instance: Any) -> tuple[Any, ...]:
 
 @dataclass
 class IndexedPipeline:
-    dataset: Dataset
+    """`dataset` is None for a promoted run, which ships its index snapshot but not its corpus."""
+
+    source: Dataset | None
     store: DocumentStore
-    spec: dict[str, Any]
-    embedder: str  # the index embedder's identity, recorded with the run
+    spec: dict[str, Any] | None
     fingerprint: str
     cache_dir: Path
     query: BuiltPipeline
+
+    @property
+    def dataset(self) -> Dataset:
+        if self.source is None:
+            raise ConfigError(f"index {self.fingerprint} was loaded from a snapshot: its dataset is not at hand")
+        return self.source
 
     @property
     def index_dir(self) -> Path:
         return self.cache_dir / self.fingerprint
 
     def index(self) -> IndexInfo:
-        """Fills the store from the index cache, or builds the index (and caches it)."""
+        """Fills the store from the index cache, or builds the index (and caches it); a shipped snapshot is only
+        read."""
+        if self.source is None or self.spec is None:
+            start = time.perf_counter()
+            chunks = load_snapshot(self.index_dir, self.store)
+            return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
         return build_index(self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint)
 
     def reads_index(self) -> set[str]:
@@ -64,26 +85,48 @@ class IndexedPipeline:
         }
 
 
-def prepare_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS) -> IndexedPipeline:
-    """The dataset, an empty store and the built query pipeline; an unavailable model fails here, before any work."""
+def prepare_pipeline(
+    cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
+) -> IndexedPipeline:
+    """The dataset, an empty store and the built query pipeline; an unavailable model fails here, before any work.
+
+    With `snapshot` (a promoted run's index folder, named by its fingerprint) no dataset is read: the index is
+    the snapshot, whatever the corpus has become since."""
     embedder = model_identity(cfg.models.embedder.model)
     check_embedders_match(cfg)
-    dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
     )
-    embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
-    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
-    fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
-    cache_dir = Path(cfg.ingest.cache_dir)
+    dataset, spec = None, None
+    if snapshot is None:
+        dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
+        embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
+        spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
+        fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
+        cache_dir = Path(cfg.ingest.cache_dir)
+    else:
+        fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
-    return IndexedPipeline(dataset, store, spec, embedder, fingerprint, cache_dir, query)
+    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query)
 
 
-def load_indexed_pipeline(cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS) -> IndexedPipeline:
-    """Prepared, indexed and warmed up: ready to answer."""
-    indexed = prepare_pipeline(cfg, input_names)
+def snapshot_fingerprint(snapshot: Path) -> str:
+    """The fingerprint a snapshot's manifest records, which must also be its folder's name."""
+    try:
+        recorded = read_manifest(snapshot).get("fingerprint")
+    except DamagedIndexError as e:
+        raise ConfigError(f"index snapshot {snapshot}: {e}") from None
+    if recorded != snapshot.name:
+        raise ConfigError(f"index snapshot {snapshot}: its manifest records fingerprint {recorded}, not its folder's name")
+    return recorded
+
+
+def load_indexed_pipeline(
+    cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
+) -> IndexedPipeline:
+    """Prepared, indexed (or filled from `snapshot`) and warmed up: ready to answer."""
+    indexed = prepare_pipeline(cfg, input_names, snapshot)
     indexed.index()
     indexed.query.warm_up()
     return indexed

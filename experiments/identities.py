@@ -1,0 +1,48 @@
+"""Which models a pipeline runs, by content: recorded with each run as `ragtune.model.<slot>`, and checked again
+when a promoted run is served, so that a different package version or a retrained model never serves silently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.models import generator_identity, model_identity
+from pipelines.builder import BuiltPipeline
+
+# LLM slot -> (its config key, the component that holds its chat model); recorded as ragtune.model.<slot>.
+LLM_SLOTS = {
+    "reranker": ("reranker", "reranker"),
+    "rewriter": ("rewriter", "rewriter"),
+    "router": ("router", "router"),  # router=llm
+    "router_llm": ("router.llm", "router"),  # the cascade's LLM router (router=cascade_llm)
+    "route_decompose": ("router.routes.decompose", "decomposer"),  # pipeline=adaptive's expanding routes
+    "route_multi_step": ("router.routes.multi_step", "planner"),
+}
+TAG_PREFIX = "ragtune.model."
+
+
+def slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, Any]]:
+    """The model of each LLM slot in this pipeline, with its endpoint's keys when it has one."""
+    present = dict(query.pipeline.walk())
+    slots = {}
+    for slot, (key, component) in LLM_SLOTS.items():
+        section = OmegaConf.select(cfg, key)
+        if isinstance(section, DictConfig) and section.get("model") and component in present:
+            slots[slot] = {"model": section.model, **(section.get("endpoint") or {})}
+    return slots
+
+
+def model_identities(cfg: DictConfig, query: BuiltPipeline) -> dict[str, str]:
+    """Slot -> model identity for every model the query pipeline runs (the index's embedder included)."""
+    identities = {"embedder": model_identity(cfg.models.embedder.model)}
+    if query.llm_components:
+        identities["generator"] = generator_identity(cfg.models.generator)
+    if query.answer_output is not None and cfg.answer.get("model"):
+        identities["answer"] = model_identity(cfg.answer.model)
+    identities |= {slot: generator_identity(model) for slot, model in slot_models(cfg, query).items()}
+    return identities
+
+
+def identity_tags(identities: dict[str, str]) -> dict[str, str]:
+    return {f"{TAG_PREFIX}{slot}": identity for slot, identity in identities.items()}

