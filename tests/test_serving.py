@@ -2,10 +2,8 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -13,17 +11,12 @@ import mlflow
 import pytest
 
 from experiments import promote
+from tests.servers import free_port, wait_until_up
 from tests.test_run import client, job_dir, run, write_local_dataset
 
 pytestmark = pytest.mark.slow
 # What a served reply shares with the run's record of the same question.
 SHARED = ("answer", "refused", "unsupported_sentences")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -56,22 +49,16 @@ def test_the_promoted_model_answers_exactly_as_the_run_recorded(promoted, tmp_pa
 def test_mlflow_models_serve_answers_as_the_run_recorded(promoted):
     root, uri, _, records = promoted
     port = free_port()
-    log = (root / "serve.log").open("w")
+    log = root / "serve.log"
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/rag@production", "--env-manager", "local",
          "--host", "127.0.0.1", "--port", str(port)],
         # MLflow starts `uvicorn` from PATH: the venv's, as with an activated venv
-        env={**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+        env={**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root,
     )
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, Path(log.name).read_text()[-3000:]
-            time.sleep(0.5)
+        wait_until_up(f"http://127.0.0.1:{port}/ping", server, log)
         reply = httpx.post(f"http://127.0.0.1:{port}/invocations", json={"inputs": [{"question": records[0]["question"]}]},
                            timeout=120)
         assert reply.status_code == 200, reply.text

@@ -4,9 +4,15 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.config import validate
+from experiments.config import ConfigError, validate
 from experiments.evaluate import pipeline_inputs
-from experiments.indexed import load_indexed_pipeline, load_logged_pipeline, prepare_pipeline
+from experiments.indexed import (
+    load_indexed_pipeline,
+    load_logged_pipeline,
+    prepare_pipeline,
+    snapshot_fingerprint,
+)
+from pipelines.ingest import save_snapshot
 from tests.shipped import composed
 
 
@@ -41,3 +47,23 @@ def test_the_logged_pipeline_yaml_reloads_and_answers_the_same(tmp_path):
             assert [(d.id, d.score) for d in reloaded.view_documents(again)[view]] == [(d.id, d.score) for d in docs]
         first, second = indexed.query.answer(original), reloaded.answer(again)
         assert (second.data, second.meta) == (first.data, first.meta), item.id
+
+
+def test_a_snapshot_fills_the_store_without_reading_the_corpus(tmp_path):
+    """A promoted run ships its snapshot, not its corpus: the store comes from the snapshot, the dataset is absent."""
+    cfg = config("pipeline=bm25", f"paths.cache={tmp_path}")
+    built = prepare_pipeline(cfg)
+    built.index()
+    served = prepare_pipeline(cfg, snapshot=built.index_dir)
+    assert served.fingerprint == built.fingerprint and served.index().chunks == built.store.count_documents()
+    assert served.store.count_documents() == built.store.count_documents()
+    with pytest.raises(ConfigError, match="loaded from a snapshot: its dataset is not at hand"):
+        served.dataset  # noqa: B018
+
+
+def test_a_snapshot_whose_folder_and_manifest_disagree_is_refused(tmp_path):
+    save_snapshot([], tmp_path / "renamed", {"fingerprint": "abc"})
+    with pytest.raises(ConfigError, match="its manifest records fingerprint abc, not its folder's name"):
+        snapshot_fingerprint(tmp_path / "renamed")
+    with pytest.raises(ConfigError, match="manifest.json is missing"):
+        snapshot_fingerprint(tmp_path / "nothing")
