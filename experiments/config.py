@@ -43,14 +43,15 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("project_path", lambda relative: str(PROJECT_DIR / relative))
 
 
-def compose(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config `python run.py OVERRIDES...` would run, for tools that run outside Hydra's entry point."""
+def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """The config `python run.py OVERRIDES...` would run (or serve.py's, `config_name="serve"`), for tools that
+    run outside Hydra's entry point."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
+        return hydra_compose(config_name, overrides=list(overrides))
 
 
 @dataclass

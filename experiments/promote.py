@@ -21,7 +21,6 @@ import importlib.metadata
 import os
 import sys
 import tempfile
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -134,8 +133,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     args = parser.parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, three bars
-    # The pyfunc takes dicts of varying shape, so it has no type hints for MLflow to infer a schema from.
-    warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method")
     if (args.run_id is None) == (args.version is None):
         parser.error("give a RUN_ID to promote, or --version N to move the alias, not both")
     try:

@@ -115,6 +115,10 @@ class ServedPipeline:
         indexed.query.warm_up()
         return cls(indexed, identities, bundle)
 
+    @property
+    def takes_filters(self) -> bool:
+        return "filters" in self.indexed.query.inputs
+
     def ask(
         self,
         question: str,
@@ -124,6 +128,8 @@ class ServedPipeline:
         """The reply a run's per_question.jsonl records for this question (answer, refusal, citations), plus the
         route and CRAG label where the pipeline has them and a snippet of each cited chunk."""
         query = self.indexed.query
+        if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
+            raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
         with self.lock:
             outputs = query.run(**request_inputs(query, question, history, filters))
         answer = query.answer(outputs)

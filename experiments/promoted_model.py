@@ -7,6 +7,7 @@ request, as `ServedPipeline.ask` gives it.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import pandas as pd
 
 from experiments.promoted import ServedPipeline
 
+# Requests are dicts of varying shape, so predict has no type hints for MLflow to infer a schema from.
+warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method")
 REQUEST_FIELDS = ("question", "history", "filters")
 
 

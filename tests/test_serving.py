@@ -66,3 +66,37 @@ def test_mlflow_models_serve_answers_as_the_run_recorded(promoted):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
+    root, uri, _, records = promoted
+    (root / "keys.yaml").write_text("k-acme: {tenant: acme, groups: []}\n")
+    port, log = free_port(), root / "serve_py.log"
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "serve.py"), "model=models:/rag@production",
+         f"serve.api_keys_file={root / 'keys.yaml'}", f"serve.port={port}", f"mlflow.tracking_uri={uri}"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root,
+    )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/readyz", server, log, seconds=240)
+        url = f"http://127.0.0.1:{port}/query"
+        assert httpx.post(url, json={"question": records[0]["question"]}, timeout=60).status_code == 401
+        reply = httpx.post(url, json={"question": records[0]["question"]}, headers={"Authorization": "Bearer k-acme"},
+                           timeout=120)
+        assert reply.status_code == 200, reply.text
+        assert {k: reply.json()[k] for k in SHARED} == {k: records[0][k] for k in SHARED}
+        assert '"tenant": "acme", "status": 200' in log.read_text()  # one JSON log line per request
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_serve_py_names_a_missing_model_in_one_line(promoted, tmp_path):
+    _, uri, _, _ = promoted
+    (tmp_path / "keys.yaml").write_text("k: {tenant: t, groups: []}\n")
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "serve.py"), "model=models:/nothing@production",
+         f"serve.api_keys_file={tmp_path / 'keys.yaml'}", f"mlflow.tracking_uri={uri}", f"serve.port={free_port()}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2 and "error:" in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -1,0 +1,189 @@
+"""The HTTP API over a promoted pipeline (`serve.py`): /query, an OpenAI-compatible /v1/chat/completions, and
+/healthz and /readyz.
+
+Plain FastAPI rather than Hayhooks: Hayhooks serves a pipeline YAML, but what we serve is a bundle whose store
+is filled from a snapshot, whose models are checked against the evaluated ones, and whose every request must be
+scoped to its principal before any retriever runs; with Hayhooks all of that would live in a pipeline wrapper
+anyway, beside a second server's conventions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from experiments.config import ConfigError
+from experiments.principals import Principal, from_headers, scoped_filters
+
+logger = logging.getLogger("ragtune.serve")
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+class Answerer(Protocol):
+    """What the server needs of a loaded pipeline (experiments.promoted.ServedPipeline)."""
+
+    def ask(
+        self, question: str, history: Sequence[Mapping[str, str]] | None = None, filters: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_question_chars: int = 2000
+    max_history_turns: int = 20
+    max_history_chars: int = 20000
+    max_pending: int = 8
+    timeout_s: float = 60.0
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str
+    history: list[Turn] = Field(default_factory=list)
+    filters: dict[str, Any] | None = None
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send model, temperature, ...: accepted, not used
+    messages: list[Turn]
+    stream: bool = False
+
+
+@dataclass
+class ServerState:
+    answerer: Answerer | None = None
+    model_uri: str = ""
+
+
+def create_app(
+    state: ServerState,
+    authenticate: Callable[[Request], Principal | None],
+    limits: Limits,
+    debug: bool = False,
+) -> FastAPI:
+    app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
+    pending = threading.BoundedSemaphore(limits.max_pending)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in error.errors())
+        return JSONResponse({"error": f"invalid request: {problems}"}, status_code=400)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        ready = state.answerer is not None
+        return JSONResponse({"ready": ready, "model": state.model_uri}, status_code=200 if ready else 503)
+
+    async def answer(request: Request, question: str, history: list[Turn], filters: dict[str, Any] | None) -> dict:
+        principal = authenticate(request)
+        if principal is None:
+            raise HTTPException(401, "unauthenticated: send Authorization: Bearer <key>")
+        _check_limits(question, history, limits)
+        if state.answerer is None:
+            raise HTTPException(503, "not ready: the model is loading")
+        if not pending.acquire(blocking=False):
+            raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
+        trace_id, start = uuid.uuid4().hex, time.perf_counter()
+        scoped = scoped_filters(principal, filters)
+        turns = [t.model_dump() for t in history]
+        status = 200
+        try:
+            work = asyncio.to_thread(_run_then_release, state.answerer, pending, question, turns, scoped)
+            reply = await asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s)
+        except TimeoutError:
+            status = 504
+            raise HTTPException(504, f"timed out after {limits.timeout_s} s") from None
+        finally:
+            _log(trace_id, principal, status, time.perf_counter() - start, question if debug else None)
+        return reply | {"trace_id": trace_id}
+
+    @app.post("/query")
+    async def query(request: Request, body: QueryRequest) -> dict:
+        return await answer(request, body.question, body.history, body.filters)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request, body: ChatRequest) -> dict:
+        if body.stream:
+            raise HTTPException(400, "stream: streaming is not supported by the offline answerers; send stream=false")
+        if not body.messages or body.messages[-1].role != "user":
+            raise HTTPException(400, "messages: the last message must be the user's question")
+        reply = await answer(request, body.messages[-1].content, body.messages[:-1], None)
+        return {
+            "id": f"chatcmpl-{reply['trace_id']}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": state.model_uri,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": reply.get("answer") or ""}}],
+            "ragtune": reply,
+        }
+
+    return app
+
+
+def _run_then_release(
+    answerer: Answerer, pending: threading.BoundedSemaphore, question: str, history: list, filters: dict
+) -> dict[str, Any]:
+    """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
+    the pipeline until it finishes, so it still counts."""
+    try:
+        return answerer.ask(question, history, filters)
+    finally:
+        pending.release()
+
+
+def _check_limits(question: str, history: list[Turn], limits: Limits) -> None:
+    if not question.strip():
+        raise HTTPException(400, "question: must not be empty")
+    if len(question) > limits.max_question_chars:
+        raise HTTPException(413, f"question: {len(question)} characters, the limit is {limits.max_question_chars}")
+    if len(history) > limits.max_history_turns:
+        raise HTTPException(413, f"history: {len(history)} turns, the limit is {limits.max_history_turns}")
+    if (chars := sum(len(t.content) for t in history)) > limits.max_history_chars:
+        raise HTTPException(413, f"history: {chars} characters, the limit is {limits.max_history_chars}")
+
+
+def _log(trace_id: str, principal: Principal, status: int, seconds: float, question: str | None) -> None:
+    record = {"trace_id": trace_id, "tenant": principal.tenant, "status": status, "latency_ms": round(seconds * 1000, 1)}
+    if question is not None:
+        record["question"] = question
+    logger.info(json.dumps(record, ensure_ascii=False))
+
+
+def bearer_keys(keys: Mapping[str, Principal]) -> Callable[[Request], Principal | None]:
+    def authenticate(request: Request) -> Principal | None:
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        return keys.get(key.strip()) if scheme.lower() == "bearer" else None
+
+    return authenticate
+
+
+def proxy_headers(host: str, trust_proxy: bool) -> Callable[[Request], Principal | None]:
+    if host not in LOOPBACK and not trust_proxy:
+        raise ConfigError(
+            f"config key 'serve.auth': header auth trusts X-Tenant from any client; bind serve.host to loopback "
+            f"(not {host}) behind your proxy, or set serve.trust_proxy=true"
+        )
+    return lambda request: from_headers(request.headers)

@@ -1,0 +1,120 @@
+"""Serve a promoted run: `python serve.py model=models:/NAME@production serve.api_keys_file=keys.yaml`.
+
+Overrides use Hydra's syntax against conf/serve.yaml (`serve.port=8081`, `run=RUN_ID`). /healthz answers at once;
+/readyz says 503 until the index is loaded and the models are warm. Exit codes as run.py's: 0 stopped, 2 a mistake
+in config or environment (one line on stderr), 1 a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+for key, value in {"HAYSTACK_TELEMETRY_ENABLED": "False", "MLFLOW_DISABLE_TELEMETRY": "true",
+                   "TOKENIZERS_PARALLELISM": "false", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}.items():
+    os.environ.setdefault(key, value)
+
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+
+from experiments.config import ConfigError, compose  # noqa: E402
+from experiments.errors import UserError  # noqa: E402
+
+EXIT_BUG, EXIT_USER_ERROR = 1, 2
+
+
+@dataclass
+class ServeSchema:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    auth: str = "api_keys"
+    api_keys_file: str | None = None
+    trust_proxy: bool = False
+    max_pending: int = 8
+    timeout_s: float = 60.0
+    max_question_chars: int = 2000
+    max_history_turns: int = 20
+    max_history_chars: int = 20000
+    debug: bool = False
+
+
+def model_uri(cfg: DictConfig) -> str:
+    if (cfg.model is None) == (cfg.run is None):
+        raise ConfigError("config keys 'model' / 'run': give one, e.g. model=models:/NAME@production or run=RUN_ID")
+    return str(cfg.model) if cfg.model is not None else f"runs:/{cfg.run}/ragtune"
+
+
+def settings(cfg: DictConfig) -> ServeSchema:
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(ServeSchema), cfg.serve)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"config key 'serve.{e.full_key}': {str(e.msg).splitlines()[0]}") from None
+    serve: ServeSchema = OmegaConf.to_object(merged)
+    if serve.auth not in ("api_keys", "header"):
+        raise ConfigError(f"config key 'serve.auth': must be api_keys or header, got {serve.auth!r}")
+    return serve
+
+
+def main(argv: list[str]) -> int:
+    import uvicorn
+
+    from experiments.principals import read_api_keys
+    from experiments.server import Limits, ServerState, bearer_keys, create_app, proxy_headers
+    from experiments.tracking import connect
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for noisy in ("haystack", "sentence_transformers", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    cfg = compose(argv, config_name="serve")
+    uri, serve = model_uri(cfg), settings(cfg)
+    if serve.auth == "api_keys":
+        authenticate = bearer_keys(read_api_keys(Path(serve.api_keys_file) if serve.api_keys_file else None))
+    else:
+        authenticate = proxy_headers(serve.host, serve.trust_proxy)
+    connect(cfg.mlflow.tracking_uri)
+    state = ServerState(model_uri=uri)
+    limits = Limits(serve.max_question_chars, serve.max_history_turns, serve.max_history_chars, serve.max_pending,
+                    serve.timeout_s)
+    app = create_app(state, authenticate, limits, serve.debug)
+    server = uvicorn.Server(uvicorn.Config(app, host=serve.host, port=serve.port, log_level="warning"))
+    failure: list[BaseException] = []
+
+    def load() -> None:
+        import mlflow
+
+        try:
+            served = mlflow.pyfunc.load_model(uri).unwrap_python_model().served
+            if not served.takes_filters:
+                raise ConfigError(f"{uri}: its pipeline has no 'filters' input, so requests cannot be kept to their tenant")
+            state.answerer = served
+            print(f"serve: {uri} is ready on http://{serve.host}:{serve.port}", file=sys.stderr)
+        except BaseException as e:  # noqa: BLE001 (reported by main, which stops the server)
+            failure.append(e)
+            server.should_exit = True
+
+    threading.Thread(target=load, daemon=True).start()
+    server.run()
+    if failure:
+        raise failure[0]
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (UserError, OmegaConfBaseException) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    except Exception as e:  # noqa: BLE001
+        from mlflow.exceptions import MlflowException
+
+        if isinstance(e, MlflowException):  # an unknown model, version or alias
+            print(f"error: {e.message}", file=sys.stderr)
+            sys.exit(EXIT_USER_ERROR)
+        traceback.print_exc()
+        sys.exit(EXIT_BUG)
