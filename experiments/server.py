@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from experiments.config import ConfigError
+from experiments.errors import UserError
 from experiments.principals import Principal, from_headers, scoped_filters
 
 logger = logging.getLogger("ragtune.serve")
@@ -115,6 +116,13 @@ def create_app(
         except TimeoutError:
             status = 504
             raise HTTPException(504, f"timed out after {limits.timeout_s} s") from None
+        except UserError as e:  # e.g. filters a pipeline cannot apply: the request's fault, said in one line
+            status = 400
+            raise HTTPException(400, str(e)) from None
+        except Exception:
+            status = 500
+            logger.exception("trace %s failed", trace_id)
+            raise HTTPException(500, f"internal error (trace_id {trace_id})") from None
         finally:
             _log(trace_id, principal, status, time.perf_counter() - start, question if debug else None)
         return reply | {"trace_id": trace_id}

@@ -1,5 +1,6 @@
 """The HTTP layer's control flow with a recording answerer; tests/test_serving.py serves a real promoted run."""
 
+import logging
 import threading
 import time
 
@@ -85,6 +86,24 @@ def test_bad_requests_get_a_4xx_naming_the_field(body, status, message):
 def test_malformed_json_is_a_400():
     reply = client(RecordingAnswerer()).post("/query", content=b'{"question": ', headers=AUTH | {"Content-Type": "application/json"})
     assert reply.status_code == 400 and "JSON decode error" in reply.json()["error"]
+
+
+def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(caplog):
+    caplog.set_level(logging.INFO, "ragtune.serve")
+    class Failing(RecordingAnswerer):
+        def __init__(self, error):
+            super().__init__()
+            self.error = error
+
+        def ask(self, question, history=None, filters=None):
+            raise self.error
+
+    broken = client(Failing(RuntimeError("boom"))).post("/query", json={"question": "q"}, headers=AUTH)
+    assert broken.status_code == 500 and "internal error (trace_id " in broken.json()["detail"]
+    assert '"status": 500' in caplog.text and "boom" in caplog.text
+    refused = client(Failing(UserError("pipeline x has no 'filters' input"))).post("/query", json={"question": "q"},
+                                                                                 headers=AUTH)
+    assert refused.status_code == 400 and "no 'filters' input" in refused.json()["detail"]
 
 
 def test_a_slow_answer_times_out():
