@@ -12,7 +12,6 @@ import os
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 for key, value in {"HAYSTACK_TELEMETRY_ENABLED": "False", "MLFLOW_DISABLE_TELEMETRY": "true",
@@ -24,23 +23,9 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, compose  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
+from experiments.server import ServerState, ServeSettings, bearer_keys, create_app, proxy_headers  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
-
-
-@dataclass
-class ServeSchema:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    auth: str = "api_keys"
-    api_keys_file: str | None = None
-    trust_proxy: bool = False
-    max_pending: int = 8
-    timeout_s: float = 60.0
-    max_question_chars: int = 2000
-    max_history_turns: int = 20
-    max_history_chars: int = 20000
-    debug: bool = False
 
 
 def model_uri(cfg: DictConfig) -> str:
@@ -49,12 +34,12 @@ def model_uri(cfg: DictConfig) -> str:
     return str(cfg.model) if cfg.model is not None else f"runs:/{cfg.run}/ragtune"
 
 
-def settings(cfg: DictConfig) -> ServeSchema:
+def settings(cfg: DictConfig) -> ServeSettings:
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(ServeSchema), cfg.serve)
+        merged = OmegaConf.merge(OmegaConf.structured(ServeSettings), cfg.serve)
     except OmegaConfBaseException as e:
         raise ConfigError(f"config key 'serve.{e.full_key}': {str(e.msg).splitlines()[0]}") from None
-    serve: ServeSchema = OmegaConf.to_object(merged)
+    serve: ServeSettings = OmegaConf.to_object(merged)
     if serve.auth not in ("api_keys", "header"):
         raise ConfigError(f"config key 'serve.auth': must be api_keys or header, got {serve.auth!r}")
     return serve
@@ -64,7 +49,6 @@ def main(argv: list[str]) -> int:
     import uvicorn
 
     from experiments.principals import read_api_keys
-    from experiments.server import Limits, ServerState, bearer_keys, create_app, proxy_headers
     from experiments.tracking import connect
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -78,9 +62,7 @@ def main(argv: list[str]) -> int:
         authenticate = proxy_headers(serve.host, serve.trust_proxy)
     connect(cfg.mlflow.tracking_uri)
     state = ServerState(model_uri=uri)
-    limits = Limits(serve.max_question_chars, serve.max_history_turns, serve.max_history_chars, serve.max_pending,
-                    serve.timeout_s)
-    app = create_app(state, authenticate, limits, serve.debug)
+    app = create_app(state, authenticate, serve)
     server = uvicorn.Server(uvicorn.Config(app, host=serve.host, port=serve.port, log_level="warning"))
     failure: list[BaseException] = []
 

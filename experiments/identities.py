@@ -33,9 +33,10 @@ def slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, An
     return slots
 
 
-def model_identities(cfg: DictConfig, query: BuiltPipeline) -> dict[str, str]:
-    """Slot -> model identity for every model the query pipeline runs (the index's embedder included)."""
-    identities = {"embedder": model_identity(cfg.models.embedder.model)}
+def model_identities(cfg: DictConfig, query: BuiltPipeline, embedder: str) -> dict[str, str]:
+    """Slot -> model identity for every model the query pipeline runs; `embedder` is the index embedder's, already
+    computed for the index fingerprint (a folder's identity hashes its files)."""
+    identities = {"embedder": embedder}
     if query.llm_components:
         identities["generator"] = generator_identity(cfg.models.generator)
     if query.answer_output is not None and cfg.answer.get("model"):

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import ConfigError
 from experiments.datasets import Dataset, load_dataset
+from experiments.identities import model_identities
 from experiments.models import model_identity, resolve_model
 from pipelines.builder import (
     GOLDEN_INPUTS,
@@ -55,6 +56,7 @@ class IndexedPipeline:
     fingerprint: str
     cache_dir: Path
     query: BuiltPipeline
+    models: dict[str, str]  # slot -> model identity (experiments/identities.py), recorded with the run
 
     @property
     def dataset(self) -> Dataset:
@@ -69,7 +71,7 @@ class IndexedPipeline:
     def index(self) -> IndexInfo:
         """Fills the store from the index cache, or builds the index (and caches it); a shipped snapshot is only
         read."""
-        if self.source is None or self.spec is None:
+        if self.spec is None:
             start = time.perf_counter()
             chunks = load_snapshot(self.index_dir, self.store)
             return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
@@ -108,7 +110,7 @@ def prepare_pipeline(
         fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
-    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query)
+    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, model_identities(cfg, query, embedder))
 
 
 def snapshot_fingerprint(snapshot: Path) -> str:

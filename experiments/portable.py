@@ -28,9 +28,15 @@ def portable_config(cfg: DictConfig) -> str:
 
 def project_files(portable: str) -> list[str]:
     """The project files (relative paths) the portable config reads through `${project_path:...}`."""
-    found: list[str] = []
-    _map_strings(OmegaConf.to_container(OmegaConf.create(portable), resolve=False), lambda v: _collect(v, found))
-    return sorted(set(found))
+    found: set[str] = set()
+
+    def collect(value: str) -> str:
+        if match := PROJECT_FILE.match(value):
+            found.add(match["path"])
+        return value
+
+    _map_strings(_unresolved(portable), collect)
+    return sorted(found)
 
 
 def relocated(portable: str, files_dir: Path) -> DictConfig:
@@ -39,19 +45,17 @@ def relocated(portable: str, files_dir: Path) -> DictConfig:
         match = PROJECT_FILE.match(value)
         return str(files_dir / match["path"]) if match else value
 
-    return OmegaConf.create(_map_strings(OmegaConf.to_container(OmegaConf.create(portable), resolve=False), at_copy))
+    return OmegaConf.create(_map_strings(_unresolved(portable), at_copy))
+
+
+def _unresolved(portable: str) -> Any:
+    return OmegaConf.to_container(OmegaConf.create(portable), resolve=False)
 
 
 def _relative(value: str) -> str:
     path = Path(value)
     if path.is_absolute() and path.resolve().is_relative_to(PROJECT_DIR):
         return f"${{project_path:{path.resolve().relative_to(PROJECT_DIR).as_posix()}}}"
-    return value
-
-
-def _collect(value: str, found: list[str]) -> str:
-    if match := PROJECT_FILE.match(value):
-        found.append(match["path"])
     return value
 
 

@@ -31,7 +31,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from experiments.errors import UserError
-from experiments.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
+from experiments.gate import EXIT_OK, EXIT_UNJUDGEABLE, GateResult, gate_runs
 from experiments.promoted import PromotionError, write_bundle
 from experiments.tracking import TRACKING_HELP, connect
 
@@ -80,15 +80,14 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
     description = f"gate against {name}@{alias}: " + (
         "nothing to gate against (first version)" if verdict is None else verdict.summary()
     )
+    refused = verdict is not None and verdict.exit_code != EXIT_OK
     if verdict is not None:
         print("\n".join(verdict.lines()))
         description += "\n" + "\n".join(verdict.lines())
-        refused = verdict.exit_code != EXIT_OK
-        if refused and not force:
-            print(f"promote: refused: {verdict.summary()} (--force promotes anyway, recorded on the version)",
-                  file=sys.stderr)
-            return EXIT_REGRESSED if verdict.exit_code == EXIT_REGRESSED else EXIT_UNJUDGEABLE
-    forced = verdict is not None and verdict.exit_code != EXIT_OK
+    if refused and not force:
+        print(f"promote: refused: {verdict.summary()} (--force promotes anyway, recorded on the version)",
+              file=sys.stderr)
+        return verdict.exit_code
     with tempfile.TemporaryDirectory(prefix="ragtune-bundle-") as tmp:
         bundle = Path(tmp) / "bundle"
         identities = write_bundle(client, run, bundle)
@@ -101,9 +100,9 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
                 registered_model_name=name,
             )
     version = str(info.registered_model_version)
-    tags = {SOURCE_RUN: run_id, "ragtune.gate": "forced" if forced else "passed" if verdict else "first version"}
+    tags = {SOURCE_RUN: run_id, "ragtune.gate": "forced" if refused else "passed" if verdict else "first version"}
     tags |= {ours: run.data.tags[theirs] for theirs, ours in LINEAGE.items() if theirs in run.data.tags}
-    if forced:
+    if refused:
         tags["ragtune.gate_override"] = "true"
     for key, value in tags.items():
         client.set_model_version_tag(name, version, key, value)

@@ -30,7 +30,7 @@ from experiments.config import PROJECT_DIR, ConfigError, register_resolvers, val
 from experiments.errors import UserError
 from experiments.evaluate import answer_fields, request_inputs
 from experiments.grading_metrics import grading_record
-from experiments.identities import TAG_PREFIX, model_identities
+from experiments.identities import TAG_PREFIX
 from experiments.indexed import IndexedPipeline, prepare_pipeline
 from experiments.portable import PORTABLE_CONFIG, project_files, relocated
 from pipelines.ingest import LAST_USED, MANIFEST
@@ -50,15 +50,16 @@ class PromotionError(UserError):
 def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     """Fills `out` with the run's bundle; returns identities.json's content."""
     run_id = run.info.run_id
-    portable = _artifact_text(client, run_id, PORTABLE_CONFIG)
-    resolved = _artifact_text(client, run_id, "config.yaml")
+    logged = {artifact.path for artifact in client.list_artifacts(run_id)}
+    portable = _artifact_text(client, run_id, logged, PORTABLE_CONFIG)
+    resolved = _artifact_text(client, run_id, logged, "config.yaml")
     fingerprint = run.data.tags.get("ragtune.index_fingerprint")
     if not fingerprint:
         raise PromotionError(f"run {run_id} recorded no index (tag ragtune.index_fingerprint): it did not finish indexing")
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG).write_text(portable, encoding="utf-8")
     (out / RESOLVED).write_text(resolved, encoding="utf-8")
-    (out / PIPELINE).write_text(_artifact_text(client, run_id, PIPELINE), encoding="utf-8")
+    (out / PIPELINE).write_text(_artifact_text(client, run_id, logged, PIPELINE), encoding="utf-8")
     cache_dir = Path(OmegaConf.create(resolved).ingest.cache_dir)
     _copy_snapshot(cache_dir / fingerprint, out / INDEX / fingerprint, run_id)
     for relative in project_files(portable):
@@ -73,9 +74,8 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     return identities
 
 
-def _artifact_text(client: MlflowClient, run_id: str, name: str) -> str:
-    names = {artifact.path for artifact in client.list_artifacts(run_id)}
-    if name not in names:
+def _artifact_text(client: MlflowClient, run_id: str, logged: set[str], name: str) -> str:
+    if name not in logged:
         hint = " (runs logged before ragtune wrote portable configs: rerun the config)" if name == PORTABLE_CONFIG else ""
         raise PromotionError(f"run {run_id} has no artifact {name}{hint}")
     return Path(client.download_artifacts(run_id, name)).read_text(encoding="utf-8")
@@ -96,8 +96,6 @@ class ServedPipeline:
     never be called from two threads at once, and the pipeline's components are not thread-safe."""
 
     indexed: IndexedPipeline
-    identities: dict[str, Any]
-    bundle: Path
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -110,10 +108,10 @@ class ServedPipeline:
             raise PromotionError(f"{bundle} is not a ragtune bundle: {Path(e.filename).name} is missing") from None
         validate(cfg)
         indexed = prepare_pipeline(cfg, snapshot=bundle / INDEX / identities["index_fingerprint"])
-        check_identities(identities["models"], model_identities(cfg, indexed.query))
+        check_identities(identities["models"], indexed.models)
         indexed.index()
         indexed.query.warm_up()
-        return cls(indexed, identities, bundle)
+        return cls(indexed)
 
     @property
     def takes_filters(self) -> bool:

@@ -13,12 +13,14 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from pydantic import ValidationError
 
 from experiments.promoted import ServedPipeline
+from experiments.request_schema import QueryRequest
 
 # Requests are dicts of varying shape, so predict has no type hints for MLflow to infer a schema from.
 warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method")
-REQUEST_FIELDS = ("question", "history", "filters")
+REQUEST_FIELDS = tuple(QueryRequest.model_fields)
 
 
 class RagtuneModel(mlflow.pyfunc.PythonModel):
@@ -37,11 +39,14 @@ def requests(model_input: Any) -> list[dict[str, Any]]:
         rows = [model_input]
     else:
         rows = list(model_input)
-    rows = [{key: _plain(value) for key, value in row.items()} for row in rows]
-    unknown = sorted({key for row in rows for key in row} - set(REQUEST_FIELDS))
-    if unknown or any(not isinstance(row.get("question"), str) or not row["question"].strip() for row in rows):
-        raise ValueError(f"each request needs a non-empty 'question' and may hold {list(REQUEST_FIELDS)}; got {unknown or rows}")
-    return [{key: row[key] for key in REQUEST_FIELDS if _given(row.get(key))} for row in rows]
+    needs = f"each request needs a non-empty 'question' and may hold {list(REQUEST_FIELDS)}"
+    try:
+        parsed = [QueryRequest.model_validate({k: _plain(v) for k, v in row.items() if _given(v)}) for row in rows]
+    except ValidationError as e:
+        raise ValueError(f"{needs}: {e}") from None
+    if any(not request.question.strip() for request in parsed):
+        raise ValueError(f"{needs}; got an empty question")
+    return [request.model_dump(exclude_unset=True) for request in parsed]
 
 
 def _plain(value: Any) -> Any:

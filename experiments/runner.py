@@ -27,7 +27,7 @@ from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset
 from experiments.diagnosis import diagnosis_markdown
 from experiments.evaluate import EvalSettings, Evaluation, evaluate
-from experiments.identities import LLM_SLOTS, identity_tags, model_identities, slot_models
+from experiments.identities import LLM_SLOTS, identity_tags, slot_models
 from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
 from experiments.models import check_endpoint
@@ -139,7 +139,6 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     dataset, store, query = prepared.dataset, prepared.store, prepared.query
     mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
 
-    identities = model_identities(cfg, query)
     if query.llm_components:  # an unreachable endpoint fails before indexing
         check_endpoint(cfg.models.generator)
     for slot, model in slot_models(cfg, query).items():
@@ -156,7 +155,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
     _tag_identity(dataset, index, query)
-    mlflow.set_tags(identity_tags(identities))
+    mlflow.set_tags(identity_tags(prepared.models))
 
     settings = EvalSettings(
         ks=list(cfg.eval.ks),
@@ -167,7 +166,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         trace_sample=cfg.eval.trace_sample,
     )
     if judge is not None:
-        mlflow.set_tag("ragtune.model.judge", judge.identity)
+        mlflow.set_tags(identity_tags({"judge": judge.identity}))
     similarity = Similarity(embeddings) if embeddings is not None else None
     corpus = {doc.id: doc.content or "" for doc in dataset.documents}
     result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge, corpus=corpus)

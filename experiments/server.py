@@ -17,16 +17,17 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from experiments.config import ConfigError
 from experiments.errors import UserError
 from experiments.principals import Principal, from_headers, scoped_filters
+from experiments.request_schema import QueryRequest, Turn
 
 logger = logging.getLogger("ragtune.serve")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -40,26 +41,21 @@ class Answerer(Protocol):
     ) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True)
-class Limits:
+@dataclass
+class ServeSettings:
+    """The `serve` section of conf/serve.yaml, as its structured schema (a wrong type fails before anything loads)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    auth: str = "api_keys"
+    api_keys_file: str | None = None
+    trust_proxy: bool = False
+    max_pending: int = 8
+    timeout_s: float = 60.0
     max_question_chars: int = 2000
     max_history_turns: int = 20
     max_history_chars: int = 20000
-    max_pending: int = 8
-    timeout_s: float = 60.0
-
-
-class Turn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["user", "assistant", "system"]
-    content: str
-
-
-class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str
-    history: list[Turn] = Field(default_factory=list)
-    filters: dict[str, Any] | None = None
+    debug: bool = False
 
 
 class ChatRequest(BaseModel):
@@ -77,8 +73,7 @@ class ServerState:
 def create_app(
     state: ServerState,
     authenticate: Callable[[Request], Principal | None],
-    limits: Limits,
-    debug: bool = False,
+    limits: ServeSettings,
 ) -> FastAPI:
     app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
     pending = threading.BoundedSemaphore(limits.max_pending)
@@ -124,7 +119,7 @@ def create_app(
             logger.exception("trace %s failed", trace_id)
             raise HTTPException(500, f"internal error (trace_id {trace_id})") from None
         finally:
-            _log(trace_id, principal, status, time.perf_counter() - start, question if debug else None)
+            _log(trace_id, principal, status, time.perf_counter() - start, question if limits.debug else None)
         return reply | {"trace_id": trace_id}
 
     @app.post("/query")
@@ -162,7 +157,7 @@ def _run_then_release(
         pending.release()
 
 
-def _check_limits(question: str, history: list[Turn], limits: Limits) -> None:
+def _check_limits(question: str, history: list[Turn], limits: ServeSettings) -> None:
     if not question.strip():
         raise HTTPException(400, "question: must not be empty")
     if len(question) > limits.max_question_chars:

@@ -9,7 +9,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments import promote
+from experiments import gate, promote
 from experiments.portable import PORTABLE_CONFIG
 from experiments.promoted import IDENTITIES, INDEX, PromotionError, write_bundle
 from pipelines.ingest import save_snapshot
@@ -63,7 +63,7 @@ def test_the_gate_refuses_a_regression_and_force_records_the_override(tmp_path, 
 
     assert promote.main([good, *args]) == 0
     assert "nothing to gate against (first version)" in capsys.readouterr().out
-    assert promote.main([worse, *args]) == promote.EXIT_REGRESSED
+    assert promote.main([worse, *args]) == gate.EXIT_REGRESSED
     assert "promote: refused: FAILED, regressed beyond 0.05: answer/f1 (answer)" in capsys.readouterr().err
     assert str(client.get_model_version_by_alias("rag", "production").version) == "1"
 

@@ -12,7 +12,7 @@ from haystack.utils.filters import document_matches_filter
 from experiments.config import ConfigError
 from experiments.errors import UserError
 from experiments.principals import Principal, read_api_keys, scoped_filters
-from experiments.server import Limits, ServerState, bearer_keys, create_app, proxy_headers
+from experiments.server import ServerState, ServeSettings, bearer_keys, create_app, proxy_headers
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}
 AUTH = {"Authorization": "Bearer k-acme"}
@@ -30,7 +30,7 @@ class RecordingAnswerer:
 
 def client(answerer=None, **limits) -> TestClient:
     state = ServerState(answerer, "models:/rag@production")
-    return TestClient(create_app(state, bearer_keys(KEYS), Limits(**limits)))
+    return TestClient(create_app(state, bearer_keys(KEYS), ServeSettings(**limits)))
 
 
 def test_readiness_waits_for_the_model_and_health_does_not():
@@ -139,7 +139,7 @@ def test_header_auth_is_refused_off_loopback_unless_the_proxy_is_trusted():
     with pytest.raises(ConfigError, match="bind serve.host to loopback"):
         proxy_headers("0.0.0.0", trust_proxy=False)
     authenticate = proxy_headers("0.0.0.0", trust_proxy=True)
-    api = TestClient(create_app(ServerState(RecordingAnswerer()), authenticate, Limits()))
+    api = TestClient(create_app(ServerState(RecordingAnswerer()), authenticate, ServeSettings()))
     assert api.post("/query", json={"question": "q"}).status_code == 401
     assert api.post("/query", json={"question": "q"}, headers={"X-Tenant": "acme", "X-Groups": "hr, it"}).status_code == 200
 
@@ -182,7 +182,7 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
     class Indexed:
         query = Query()
 
-    served = ServedPipeline(Indexed(), {}, None)
+    served = ServedPipeline(Indexed())
     threads = [threading.Thread(target=served.ask, args=("q",)) for _ in range(4)]
     for t in threads:
         t.start()
