@@ -7,7 +7,6 @@ request, as `ServedPipeline.ask` gives it.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,17 @@ from pydantic import ValidationError
 from experiments.promoted import ServedPipeline
 from experiments.request_schema import QueryRequest
 
-# Requests are dicts of varying shape, so predict has no type hints for MLflow to infer a schema from.
-warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method")
 REQUEST_FIELDS = tuple(QueryRequest.model_fields)
+
 
 
 class RagtuneModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
         self.served = ServedPipeline.load(Path(context.artifacts["bundle"]))
 
-    def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201 (hints would make MLflow infer a schema)
+    # No type hints: requests are dicts of varying shape. MLflow says so in a UserWarning it forces through its own
+    # warning filter ("Add type hints to the `predict` method"), so that line shows when the model is logged or loaded.
+    def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
         return [self.served.ask(**request) for request in requests(model_input)]
 
 
