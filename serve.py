@@ -12,7 +12,6 @@ import os
 import sys
 import threading
 import traceback
-from pathlib import Path
 
 for key, value in {"HAYSTACK_TELEMETRY_ENABLED": "False", "MLFLOW_DISABLE_TELEMETRY": "true",
                    "TOKENIZERS_PARALLELISM": "false", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}.items():
@@ -23,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, compose  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
-from experiments.server import ServerState, ServeSettings, bearer_keys, create_app, proxy_headers  # noqa: E402
+from experiments.server import ServerState, ServeSettings, authenticator, create_app  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
 
@@ -39,16 +38,12 @@ def settings(cfg: DictConfig) -> ServeSettings:
         merged = OmegaConf.merge(OmegaConf.structured(ServeSettings), cfg.serve)
     except OmegaConfBaseException as e:
         raise ConfigError(f"config key 'serve.{e.full_key}': {str(e.msg).splitlines()[0]}") from None
-    serve: ServeSettings = OmegaConf.to_object(merged)
-    if serve.auth not in ("api_keys", "header"):
-        raise ConfigError(f"config key 'serve.auth': must be api_keys or header, got {serve.auth!r}")
-    return serve
+    return OmegaConf.to_object(merged)
 
 
 def main(argv: list[str]) -> int:
     import uvicorn
 
-    from experiments.principals import read_api_keys
     from experiments.tracking import connect
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -56,11 +51,13 @@ def main(argv: list[str]) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = compose(argv, config_name="serve")
     uri, serve = model_uri(cfg), settings(cfg)
-    if serve.auth == "api_keys":
-        authenticate = bearer_keys(read_api_keys(Path(serve.api_keys_file) if serve.api_keys_file else None))
-    else:
-        authenticate = proxy_headers(serve.host, serve.trust_proxy)
+    authenticate = authenticator(serve)
     connect(cfg.mlflow.tracking_uri)
+    if serve.autolog:
+        import mlflow
+
+        mlflow.set_experiment(serve.trace_experiment)
+        mlflow.haystack.autolog(silent=True)
     state = ServerState(model_uri=uri)
     app = create_app(state, authenticate, serve)
     server = uvicorn.Server(uvicorn.Config(app, host=serve.host, port=serve.port, log_level="warning"))

@@ -11,10 +11,17 @@ from typing import Any
 
 import bm25s
 from haystack import Document, component, default_from_dict, default_to_dict, logging
-from haystack.document_stores.types import DocumentStore
+from haystack.document_stores.types import DocumentStore, FilterPolicy
 from tqdm import tqdm
 
-from components.retrieval import DocumentMasks, check_document_store, check_top_k, top_indices
+from components.document_masks import ACCESS_FIELDS, DocumentMasks
+from components.retrieval import (
+    check_document_store,
+    check_top_k,
+    effective_filters,
+    filter_policy_of,
+    top_indices,
+)
 from components.text import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -63,6 +70,8 @@ class BM25sRetriever:
         language: str = "auto",
         stopwords: str | None = None,
         index_dir: str | None = None,
+        filters: dict[str, Any] | None = None,
+        filter_policy: str | FilterPolicy = FilterPolicy.MERGE,
     ) -> None:
         """
         :param document_store: The store whose documents are indexed (read once, in `warm_up()`).
@@ -73,6 +82,9 @@ class BM25sRetriever:
         :param language: Tokenizer language: "auto", "en", "zh" or "mixed" (see `components.text.Tokenizer`).
         :param stopwords: None, or "en" to drop English stopwords.
         :param index_dir: Folder where built indexes are cached, keyed by settings and corpus; None disables it.
+        :param filters: Filters every query applies, e.g. a deployment's `meta.lang == "en"`.
+        :param filter_policy: "merge" (default): a query's filters are ANDed with `filters`, so they can only narrow
+            them; "replace": a query's filters take their place (Haystack's default).
         """
         check_document_store(document_store)
         check_top_k(top_k, allow_zero=False)
@@ -90,6 +102,8 @@ class BM25sRetriever:
         self.language = language
         self.stopwords = stopwords
         self.index_dir = index_dir
+        self.filter_policy = filter_policy_of(filter_policy, filters)
+        self.filters = filters
         self._tokenizer = Tokenizer(language=language, stopwords=stopwords)
         self._documents: list[Document] = []
         self._bm25: bm25s.BM25 | None = None
@@ -110,7 +124,7 @@ class BM25sRetriever:
         else:
             self._bm25 = self._load_or_build(documents, Path(self.index_dir))
         self._documents = documents
-        self._masks = DocumentMasks(documents)
+        self._masks = DocumentMasks(documents, ACCESS_FIELDS)
         self._is_warmed_up = True
 
     def _build(self, documents: list[Document]) -> bm25s.BM25 | None:
@@ -195,6 +209,8 @@ class BM25sRetriever:
             language=self.language,
             stopwords=self.stopwords,
             index_dir=self.index_dir,
+            filters=self.filters,
+            filter_policy=self.filter_policy.value,
         )
 
     @classmethod
@@ -211,7 +227,8 @@ class BM25sRetriever:
 
         :param query: The query text; one without any indexed term returns no documents.
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
-        :param filters: Haystack metadata filters; non-matching documents are excluded before ranking.
+        :param filters: Haystack metadata filters; non-matching documents are excluded before ranking. Combined
+            with the init-time filters by `filter_policy`.
         :returns: `documents`: copies of the stored documents (without embedding) with `score` = BM25 score,
             best first, all with score > 0.
         """
@@ -224,6 +241,7 @@ class BM25sRetriever:
         if not token_ids:
             return {"documents": []}
         scores = self._bm25.get_scores_from_ids(token_ids)
+        filters = effective_filters(self.filter_policy, self.filters, filters)
         if filters:
             scores *= self._masks.mask(filters)
         best = top_indices(scores, top_k, floor=0.0)

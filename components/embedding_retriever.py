@@ -5,9 +5,16 @@ from typing import Any
 
 import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.document_stores.types import DocumentStore
+from haystack.document_stores.types import DocumentStore, FilterPolicy
 
-from components.retrieval import DocumentMasks, check_document_store, check_top_k, top_indices
+from components.document_masks import ACCESS_FIELDS, DocumentMasks
+from components.retrieval import (
+    check_document_store,
+    check_top_k,
+    effective_filters,
+    filter_policy_of,
+    top_indices,
+)
 
 SIMILARITIES = ("cosine", "dot_product")
 
@@ -30,11 +37,21 @@ class MatrixEmbeddingRetriever:
     ```
     """
 
-    def __init__(self, document_store: DocumentStore, top_k: int = 10, similarity: str = "cosine") -> None:
+    def __init__(
+        self,
+        document_store: DocumentStore,
+        top_k: int = 10,
+        similarity: str = "cosine",
+        filters: dict[str, Any] | None = None,
+        filter_policy: str | FilterPolicy = FilterPolicy.MERGE,
+    ) -> None:
         """
         :param document_store: The store whose document embeddings are indexed (read once, in `warm_up()`).
         :param top_k: Default number of documents to return; must be > 0.
         :param similarity: "cosine" or "dot_product".
+        :param filters: Filters every query applies, e.g. a deployment's `meta.lang == "en"`.
+        :param filter_policy: "merge" (default): a query's filters are ANDed with `filters`, so they can only narrow
+            them; "replace": a query's filters take their place (Haystack's default).
         """
         check_document_store(document_store)
         check_top_k(top_k, allow_zero=False)
@@ -43,6 +60,8 @@ class MatrixEmbeddingRetriever:
         self.document_store = document_store
         self.top_k = top_k
         self.similarity = similarity
+        self.filter_policy = filter_policy_of(filter_policy, filters)
+        self.filters = filters
         self._documents: list[Document] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._masks = DocumentMasks([])
@@ -56,7 +75,7 @@ class MatrixEmbeddingRetriever:
         self._matrix = self._stack_embeddings(documents)
         # The matrix holds the vectors; dropping the per-document lists keeps memory and traces small.
         self._documents = [replace(doc, embedding=None) for doc in documents]
-        self._masks = DocumentMasks(self._documents)
+        self._masks = DocumentMasks(self._documents, ACCESS_FIELDS)
         self._is_warmed_up = True
 
     def _stack_embeddings(self, documents: list[Document]) -> np.ndarray:
@@ -86,7 +105,12 @@ class MatrixEmbeddingRetriever:
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component; the store is serialised with its own `to_dict()`."""
         return default_to_dict(
-            self, document_store=self.document_store, top_k=self.top_k, similarity=self.similarity
+            self,
+            document_store=self.document_store,
+            top_k=self.top_k,
+            similarity=self.similarity,
+            filters=self.filters,
+            filter_policy=self.filter_policy.value,
         )
 
     @classmethod
@@ -103,7 +127,8 @@ class MatrixEmbeddingRetriever:
 
         :param query_embedding: The query vector, of the documents' dimension.
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
-        :param filters: Haystack metadata filters; non-matching documents are excluded before ranking.
+        :param filters: Haystack metadata filters; non-matching documents are excluded before ranking. Combined
+            with the init-time filters by `filter_policy`.
         :returns: `documents`: copies of the stored documents (without embedding) with `score` = similarity,
             best first.
         """
@@ -125,6 +150,7 @@ class MatrixEmbeddingRetriever:
             if norm:
                 query /= norm
         scores = self._matrix @ query
+        filters = effective_filters(self.filter_policy, self.filters, filters)
         if filters:
             scores[~self._masks.mask(filters)] = -np.inf
         best = top_indices(scores, top_k, floor=-np.inf)

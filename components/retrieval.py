@@ -1,14 +1,11 @@
-"""Pieces both retrievers share: argument checks, filter masks and top-k selection over a score array."""
+"""Pieces both retrievers share: argument checks, the filter policy and top-k selection over a score array."""
 
-import json
-import threading
 from typing import Any
 
 import numpy as np
-from haystack import Document
-from haystack.utils.filters import document_matches_filter
+from haystack.document_stores.types import FilterPolicy
 
-MAX_CACHED_MASKS = 128
+from components.document_masks import check_filters
 
 
 def check_document_store(document_store: Any) -> None:
@@ -27,37 +24,24 @@ def check_top_k(top_k: int, allow_zero: bool) -> None:
         raise ValueError(f"top_k must be {bound}, got {top_k}")
 
 
-class DocumentMasks:
-    """Boolean masks over the indexed documents, one per filter.
+def filter_policy_of(policy: str | FilterPolicy, filters: dict[str, Any] | None) -> FilterPolicy:
+    """Check the init-time filters and their policy when the retriever is built, not at its first query."""
+    if filters is not None:
+        check_filters(filters)
+    return policy if isinstance(policy, FilterPolicy) else FilterPolicy.from_str(policy)
 
-    Filters are applied as a mask before ranking so a filtered-out document can never be returned, however
-    large top_k is. Masks are cached because ACL/tenant filters repeat across queries and evaluating a
-    filter costs one Python call per document.
+
+def effective_filters(
+    policy: FilterPolicy, init_filters: dict[str, Any] | None, runtime_filters: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """MERGE always ANDs the two, so a request can only narrow the init-time filters.
+
+    Haystack's `apply_filter_policy` keeps only the runtime filter when both compare the same field, or when their
+    logical operators differ, so there `meta.tenant == b` at run time replaces an init-time `meta.tenant == a`.
     """
-
-    def __init__(self, documents: list[Document]) -> None:
-        self._documents = documents
-        self._cache: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def mask(self, filters: dict[str, Any]) -> np.ndarray:
-        """Return which documents match `filters` (Haystack filter syntax)."""
-        key = json.dumps(filters, sort_keys=True, default=repr)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        mask = np.fromiter(
-            (document_matches_filter(filters, doc) for doc in self._documents),
-            dtype=bool,
-            count=len(self._documents),
-        )
-        mask.flags.writeable = False  # shared by every query with these filters
-        with self._lock:
-            if len(self._cache) >= MAX_CACHED_MASKS:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = mask
-        return mask
+    if policy == FilterPolicy.MERGE and init_filters and runtime_filters:
+        return {"operator": "AND", "conditions": [init_filters, runtime_filters]}
+    return runtime_filters or init_filters
 
 
 def top_indices(scores: np.ndarray, top_k: int, floor: float) -> np.ndarray:

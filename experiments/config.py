@@ -78,6 +78,8 @@ class FusionSchema:
 class RetrieverSchema:
     top_k: int = 20
     candidates: int = 50
+    filters: Any = None  # a Haystack filter: checked by the retrievers when they are built
+    filter_policy: str = "merge"
     bm25: Bm25Schema = field(default_factory=Bm25Schema)
     fusion: FusionSchema = field(default_factory=FusionSchema)
 
@@ -118,6 +120,7 @@ class IngestSchema:
     separators: list[str] = field(default_factory=list)
     heading_prefix: bool = False
     cache_dir: str = ".cache/ragtune/index"
+    update: bool = False
     chain: list[str] = field(default_factory=list)
     splitters: dict[str, Any] = field(default_factory=dict)
 

@@ -57,6 +57,8 @@ class IndexedPipeline:
     cache_dir: Path
     query: BuiltPipeline
     models: dict[str, str]  # slot -> model identity (experiments/identities.py), recorded with the run
+    lineage: str | None = None  # what every index built this way shares, whatever the corpus (ingest.update)
+    update: bool = False
 
     @property
     def dataset(self) -> Dataset:
@@ -75,7 +77,9 @@ class IndexedPipeline:
             start = time.perf_counter()
             chunks = load_snapshot(self.index_dir, self.store)
             return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
-        return build_index(self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint)
+        return build_index(
+            self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update
+        )
 
     def reads_index(self) -> set[str]:
         """Components that read the store, themselves or through a ranker or retriever they wrap (their warm-up
@@ -99,18 +103,20 @@ def prepare_pipeline(
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
     )
-    dataset, spec = None, None
+    dataset, spec, lineage = None, None, None
     if snapshot is None:
         dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
         embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
         spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
         fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
+        lineage = index_fingerprint(None, spec, embedder, cfg.store.kind)
         cache_dir = Path(cfg.ingest.cache_dir)
     else:
         fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
-    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, model_identities(cfg, query, embedder))
+    models = model_identities(cfg, query, embedder)
+    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, bool(cfg.ingest.update))
 
 
 def snapshot_fingerprint(snapshot: Path) -> str:

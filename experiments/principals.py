@@ -1,20 +1,25 @@
 """Who asks, and which documents that lets them see, as a Haystack filter every retriever applies.
 
-A document with no `tenant` is public: every authenticated principal sees it. One with a `tenant` is seen by that
-tenant only. Group ACLs (`acl` metadata) are not enforced yet, so a document that carries one is shown to nobody
-(fail closed) rather than to the whole tenant.
+A document with neither `tenant` nor `acl` is public: every authenticated principal sees it. One with a `tenant`
+is seen by that tenant only, and when it also carries `acl` (a list of groups), only by that tenant's principals in
+one of those groups. A document with an `acl` but no `tenant` is shown to nobody (fail closed): groups are named per
+tenant, so without one the ACL cannot say whose groups it means.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jwt
 import yaml
 
 from experiments.config import ConfigError
+
+logger = logging.getLogger("ragtune.serve")
 
 
 @dataclass(frozen=True)
@@ -24,12 +29,15 @@ class Principal:
 
 
 def visible_filter(principal: Principal) -> dict[str, Any]:
-    tenant = {"operator": "OR", "conditions": [
-        {"field": "meta.tenant", "operator": "==", "value": principal.tenant},
-        {"field": "meta.tenant", "operator": "==", "value": None},
-    ]}
     no_acl = {"field": "meta.acl", "operator": "==", "value": None}
-    return {"operator": "AND", "conditions": [tenant, no_acl]}
+    public = {"operator": "AND", "conditions": [{"field": "meta.tenant", "operator": "==", "value": None}, no_acl]}
+    # `in` on a list field matches a shared element (components/document_masks.py), as on Weaviate.
+    allowed = [no_acl, {"field": "meta.acl", "operator": "in", "value": list(principal.groups)}]
+    own = {"operator": "AND", "conditions": [
+        {"field": "meta.tenant", "operator": "==", "value": principal.tenant},
+        {"operator": "OR", "conditions": allowed},
+    ]}
+    return {"operator": "OR", "conditions": [public, own]}
 
 
 def scoped_filters(principal: Principal, requested: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -65,3 +73,54 @@ def from_headers(headers: Mapping[str, str]) -> Principal | None:
         return None
     groups = tuple(g.strip() for g in (headers.get("x-groups") or "").split(",") if g.strip())
     return Principal(tenant, groups)
+
+
+@dataclass
+class JwtSettings:
+    """`serve.jwt`: how a signed token's claims become a principal."""
+
+    # HS256/384/512: the shared secret; RS*, ES*, PS*, EdDSA: the issuer's public key (PEM).
+    key_file: str | None = None
+    algorithms: list[str] = field(default_factory=lambda: ["RS256"])
+    audience: str | None = None
+    issuer: str | None = None
+    tenant_claim: str = "tenant"
+    groups_claim: str = "groups"
+    leeway_s: float = 0.0
+
+
+class JwtVerifier:
+    """Checks signature, expiry (required), audience and issuer; a token that fails any is no principal (401)."""
+
+    def __init__(self, settings: JwtSettings) -> None:
+        algorithms = list(settings.algorithms)
+        shared = {a.startswith("HS") for a in algorithms}
+        if not algorithms or "none" in (a.lower() for a in algorithms) or len(shared) > 1:
+            raise ConfigError(
+                "config key 'serve.jwt.algorithms': give one family, e.g. [RS256] (public key) or [HS256] (shared "
+                f"secret); 'none' is never accepted, got {algorithms}"
+            )
+        if settings.key_file is None:
+            raise ConfigError("config key 'serve.jwt.key_file': serve.auth=jwt needs the issuer's public key or secret")
+        try:
+            self._key = Path(settings.key_file).read_bytes().strip()
+        except OSError as e:
+            raise ConfigError(f"config key 'serve.jwt.key_file': cannot read {settings.key_file}: {e}") from None
+        self.settings = settings
+
+    def principal(self, token: str) -> Principal | None:
+        settings = self.settings
+        try:
+            claims = jwt.decode(
+                token, self._key, algorithms=list(settings.algorithms), audience=settings.audience,
+                issuer=settings.issuer, leeway=settings.leeway_s, options={"require": ["exp"]},
+            )
+        except jwt.InvalidTokenError as e:
+            logger.info("jwt rejected: %s", e)
+            return None
+        tenant, groups = claims.get(settings.tenant_claim), claims.get(settings.groups_claim, [])
+        if not isinstance(tenant, str) or not tenant or not isinstance(groups, list):
+            logger.info("jwt rejected: claim %r must be a non-empty string and %r a list", settings.tenant_claim,
+                        settings.groups_claim)
+            return None
+        return Principal(tenant, tuple(str(g) for g in groups))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from haystack import Document
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
@@ -33,6 +34,7 @@ from experiments.grading_metrics import grading_record
 from experiments.identities import TAG_PREFIX
 from experiments.indexed import IndexedPipeline, prepare_pipeline
 from experiments.portable import PORTABLE_CONFIG, project_files, relocated
+from experiments.tracing import timing_components
 from pipelines.ingest import LAST_USED, MANIFEST
 
 CONFIG, RESOLVED, PIPELINE, IDENTITIES, INDEX, FILES = (
@@ -109,6 +111,11 @@ class ServedPipeline:
         validate(cfg)
         indexed = prepare_pipeline(cfg, snapshot=bundle / INDEX / identities["index_fingerprint"])
         check_identities(identities["models"], indexed.models)
+        return cls.warm(indexed)
+
+    @classmethod
+    def warm(cls, indexed: IndexedPipeline) -> ServedPipeline:
+        """Fills the store and warms every component: ready for the first question."""
         indexed.index()
         indexed.query.warm_up()
         return cls(indexed)
@@ -122,14 +129,17 @@ class ServedPipeline:
         question: str,
         history: Sequence[Mapping[str, str]] | None = None,
         filters: Mapping[str, Any] | None = None,
+        stages: bool = False,
     ) -> dict[str, Any]:
         """The reply a run's per_question.jsonl records for this question (answer, refusal, citations), plus the
-        route and CRAG label where the pipeline has them and a snippet of each cited chunk."""
+        route and CRAG label where the pipeline has them, a snippet of each cited chunk, and milliseconds per
+        component (`stages_ms`); with `stages`, the chunk and doc ids at every stage, to see which layer returned what."""
         query = self.indexed.query
         if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
             raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
-        with self.lock:
+        with self.lock, timing_components(forward=True) as timer:
             outputs = query.run(**request_inputs(query, question, history, filters))
+            spent = timer.take()
         answer = query.answer(outputs)
         reply: dict[str, Any] = {"answer": None, "refused": False, "citations": []}
         if answer is not None:
@@ -137,14 +147,21 @@ class ServedPipeline:
             snippets = {doc.id: (doc.content or "")[:SNIPPET_CHARS] for doc in answer.documents}
             reply["citations"] = [c | {"snippet": snippets.get(c.get("chunk_id"), "")} for c in reply["citations"]]
         reply["documents"] = [
-            {"chunk_id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score}
+            _reference(d) | {"score": d.score}
             for d in query.documents_at(outputs, query.context_output or query.retrieval_output)
         ]
         if query.route_component is not None:
             reply["route"] = query.route(outputs)
         if query.grader is not None:
             reply["crag_label"] = grading_record(outputs.get(query.grader, {}))["crag_label"]
+        if stages:
+            reply["stages"] = {view: [_reference(d) for d in docs] for view, docs in query.view_documents(outputs).items()}
+        reply["stages_ms"] = {name: round(ms, 1) for name, ms in spent.ms.items()}
         return reply
+
+
+def _reference(document: Document) -> dict[str, Any]:
+    return {"chunk_id": document.id, "doc_id": document.meta.get("doc_id")}
 
 
 def check_identities(recorded: Mapping[str, str], here: Mapping[str, str]) -> None:

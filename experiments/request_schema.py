@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from haystack.errors import FilterError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from components.document_masks import check_filters
 
 
 class Turn(BaseModel):
@@ -18,3 +21,14 @@ class QueryRequest(BaseModel):
     question: str
     history: list[Turn] = Field(default_factory=list)
     filters: dict[str, Any] | None = None
+
+    @field_validator("filters")
+    @classmethod
+    def _well_formed(cls, filters: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A malformed filter is the client's mistake (400), found before the pipeline runs."""
+        if filters:
+            try:
+                check_filters(filters)
+            except FilterError as e:
+                raise ValueError(str(e)) from None
+        return filters

@@ -151,6 +151,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     index = prepared.index()
     if index.rebuilt_reason:
         mlflow.set_tag("ragtune.index_rebuilt", index.rebuilt_reason)
+    if index.update is not None:
+        mlflow.set_tag("ragtune.index_updated_from", index.update.base)
     warm_up = query.warm_up()
     reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
@@ -176,6 +178,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         "time/eval_seconds": result.seconds,
         "index/cache_hit": float(index.cache_hit),
         "index/chunks": float(index.chunks),
+        **{f"index/{name}": float(count) for name, count in (index.update.counts() if index.update else {}).items()},
         "dataset/skipped_files": float(len(dataset.skipped_files)),
     }
     mlflow.log_metrics(metrics)

@@ -16,7 +16,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request
@@ -26,7 +27,14 @@ from pydantic import BaseModel, ConfigDict
 
 from experiments.config import ConfigError
 from experiments.errors import UserError
-from experiments.principals import Principal, from_headers, scoped_filters
+from experiments.principals import (
+    JwtSettings,
+    JwtVerifier,
+    Principal,
+    from_headers,
+    read_api_keys,
+    scoped_filters,
+)
 from experiments.request_schema import QueryRequest, Turn
 
 logger = logging.getLogger("ragtune.serve")
@@ -37,7 +45,11 @@ class Answerer(Protocol):
     """What the server needs of a loaded pipeline (experiments.promoted.ServedPipeline)."""
 
     def ask(
-        self, question: str, history: Sequence[Mapping[str, str]] | None = None, filters: Mapping[str, Any] | None = None
+        self,
+        question: str,
+        history: Sequence[Mapping[str, str]] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        stages: bool = False,
     ) -> dict[str, Any]: ...
 
 
@@ -49,6 +61,7 @@ class ServeSettings:
     port: int = 8080
     auth: str = "api_keys"
     api_keys_file: str | None = None
+    jwt: JwtSettings = field(default_factory=JwtSettings)
     trust_proxy: bool = False
     max_pending: int = 8
     timeout_s: float = 60.0
@@ -56,6 +69,8 @@ class ServeSettings:
     max_history_turns: int = 20
     max_history_chars: int = 20000
     debug: bool = False
+    autolog: bool = False
+    trace_experiment: str = "ragtune-serve"
 
 
 class ChatRequest(BaseModel):
@@ -104,9 +119,9 @@ def create_app(
         trace_id, start = uuid.uuid4().hex, time.perf_counter()
         scoped = scoped_filters(principal, filters)
         turns = [t.model_dump() for t in history]
-        status = 200
+        status, reply = 200, {}
         try:
-            work = asyncio.to_thread(_run_then_release, state.answerer, pending, question, turns, scoped)
+            work = asyncio.to_thread(_run_then_release, state.answerer, pending, question, turns, scoped, limits.debug)
             reply = await asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s)
         except TimeoutError:
             status = 504
@@ -119,7 +134,8 @@ def create_app(
             logger.exception("trace %s failed", trace_id)
             raise HTTPException(500, f"internal error (trace_id {trace_id})") from None
         finally:
-            _log(trace_id, principal, status, time.perf_counter() - start, question if limits.debug else None)
+            seconds = time.perf_counter() - start
+            _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None)
         return reply | {"trace_id": trace_id}
 
     @app.post("/query")
@@ -147,12 +163,12 @@ def create_app(
 
 
 def _run_then_release(
-    answerer: Answerer, pending: threading.BoundedSemaphore, question: str, history: list, filters: dict
+    answerer: Answerer, pending: threading.BoundedSemaphore, question: str, history: list, filters: dict, stages: bool
 ) -> dict[str, Any]:
     """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
     the pipeline until it finishes, so it still counts."""
     try:
-        return answerer.ask(question, history, filters)
+        return answerer.ask(question, history, filters, stages=stages)
     finally:
         pending.release()
 
@@ -168,19 +184,38 @@ def _check_limits(question: str, history: list[Turn], limits: ServeSettings) -> 
         raise HTTPException(413, f"history: {chars} characters, the limit is {limits.max_history_chars}")
 
 
-def _log(trace_id: str, principal: Principal, status: int, seconds: float, question: str | None) -> None:
-    record = {"trace_id": trace_id, "tenant": principal.tenant, "status": status, "latency_ms": round(seconds * 1000, 1)}
+def _log(
+    trace_id: str, principal: Principal, status: int, seconds: float, stages_ms: dict | None, question: str | None
+) -> None:
+    record: dict[str, Any] = {
+        "trace_id": trace_id, "tenant": principal.tenant, "status": status, "latency_ms": round(seconds * 1000, 1),
+    }
+    if stages_ms:
+        record["stages_ms"] = stages_ms
     if question is not None:
         record["question"] = question
     logger.info(json.dumps(record, ensure_ascii=False))
 
 
-def bearer_keys(keys: Mapping[str, Principal]) -> Callable[[Request], Principal | None]:
+def bearer(lookup: Callable[[str], Principal | None]) -> Callable[[Request], Principal | None]:
+    """`Authorization: Bearer TOKEN`, TOKEN an API key (`keys.get`) or a JWT (`JwtVerifier.principal`)."""
+
     def authenticate(request: Request) -> Principal | None:
-        scheme, _, key = request.headers.get("authorization", "").partition(" ")
-        return keys.get(key.strip()) if scheme.lower() == "bearer" else None
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
 
     return authenticate
+
+
+def authenticator(serve: ServeSettings) -> Callable[[Request], Principal | None]:
+    """What `serve.auth` names; a mistake in its settings fails here, before anything loads."""
+    if serve.auth == "api_keys":
+        return bearer(read_api_keys(Path(serve.api_keys_file) if serve.api_keys_file else None).get)
+    if serve.auth == "jwt":
+        return bearer(JwtVerifier(serve.jwt).principal)
+    if serve.auth == "header":
+        return proxy_headers(serve.host, serve.trust_proxy)
+    raise ConfigError(f"config key 'serve.auth': must be api_keys, jwt or header, got {serve.auth!r}")
 
 
 def proxy_headers(host: str, trust_proxy: bool) -> Callable[[Request], Principal | None]:

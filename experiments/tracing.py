@@ -86,10 +86,12 @@ class ComponentTimer(Tracer):
 
 
 @contextlib.contextmanager
-def timing_components() -> Iterator[ComponentTimer]:
-    """Enables the timer for the block and restores whatever tracer was active before."""
+def timing_components(forward: bool = False) -> Iterator[ComponentTimer]:
+    """Enables the timer for the block and restores whatever tracer was active before; with `forward`, that tracer
+    (MLflow's, once `mlflow.haystack.autolog()` ran) still receives every span."""
     previous = tracing.tracer.actual_tracer
     timer = ComponentTimer()
+    timer.forward = previous if forward else None
     tracing.enable_tracing(timer)
     try:
         yield timer

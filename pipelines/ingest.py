@@ -68,6 +68,23 @@ class IndexInfo:
     seconds: float
     # Why the cached snapshot was discarded and rebuilt (it was damaged); None when there was none to discard.
     rebuilt_reason: str | None = None
+    # `ingest.update`: the snapshot it started from and how many documents were reused, embedded and removed.
+    update: UpdatePlan | None = None
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What an incremental build takes from `base`: the chunks of documents whose content and metadata are
+    unchanged; the rest (new or changed) is ingested again, and chunks of documents gone from the corpus are dropped."""
+
+    base: str
+    reused: frozenset[str]
+    ingested: frozenset[str]
+    removed: frozenset[str]
+
+    def counts(self) -> dict[str, int]:
+        return {"reused_documents": len(self.reused), "ingested_documents": len(self.ingested),
+                "removed_documents": len(self.removed)}
 
 
 def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dict[str, Any]:
@@ -101,8 +118,13 @@ def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dic
     }
 
 
-def index_fingerprint(corpus_fingerprint: str, spec: Mapping[str, Any], embedder_identity: str, store_kind: str) -> str:
-    """Without a document embedder in `spec` the index holds no vectors, so `embedder_identity` does not count."""
+def index_fingerprint(
+    corpus_fingerprint: str | None, spec: Mapping[str, Any], embedder_identity: str, store_kind: str
+) -> str:
+    """Without a document embedder in `spec` the index holds no vectors, so `embedder_identity` does not count.
+
+    With `corpus_fingerprint=None` it is the index's *lineage*: every index built the same way, whatever the corpus,
+    shares it, so `ingest.update` can take an older one's chunks."""
     embeds = DOCUMENT_EMBEDDER in spec["components"]
     content = {
         "format": INDEX_FORMAT,
@@ -193,11 +215,15 @@ def build_index(
     store: DocumentStore,
     cache_dir: Path,
     fingerprint: str,
+    lineage: str | None = None,
+    update: bool = False,
 ) -> IndexInfo:
     """Fills `store` from the cached snapshot when there is one, else runs ingestion and snapshots the result.
 
     Parallel sweep jobs wait on the fingerprint's lock for the first builder instead of re-embedding. A damaged
-    snapshot is reported once, discarded and rebuilt.
+    snapshot is reported once, discarded and rebuilt. With `update`, a build starts from the newest snapshot of the
+    same `lineage` and ingests only the documents that differ from it; the result is the snapshot a cold build of
+    this corpus makes, under the same fingerprint.
     """
     start = time.perf_counter()
     path = cache_dir / fingerprint
@@ -213,12 +239,54 @@ def build_index(
                 damage = str(e)
                 logger.warning("index %s is damaged (%s); rebuilding", path, damage)
                 shutil.rmtree(path)
-        ingest = build_pipeline(spec, {"store": store}, key="ingest")
-        ingest.warm_up()
-        ingest.run(documents=documents)
-        stored = store.filter_documents()
-        save_snapshot(stored, path, {"fingerprint": fingerprint})
-    return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start, damage)
+        hashes = document_hashes(documents)
+        plan = plan_update(cache_dir, lineage, hashes) if update and lineage else None
+        if plan is not None:
+            try:
+                kept = [c for c in read_snapshot(cache_dir / plan.base) if c.meta.get("doc_id") in plan.reused]
+            except DamagedIndexError as e:
+                logger.warning("ingest.update: index %s is damaged (%s); building from scratch", plan.base, e)
+                plan = None
+            else:
+                store.write_documents(kept, policy=DuplicatePolicy.OVERWRITE)
+                documents = [doc for doc in documents if doc.id in plan.ingested]
+                logger.info("updating index %s from %s: %s", fingerprint, plan.base, plan.counts())
+        if documents:
+            ingest = build_pipeline(spec, {"store": store}, key="ingest")
+            ingest.warm_up()
+            ingest.run(documents=documents)
+        stored = sorted(store.filter_documents(), key=lambda chunk: chunk.id)
+        manifest = {"fingerprint": fingerprint, "lineage": lineage, "documents": hashes}
+        save_snapshot(stored, path, manifest | ({"updated_from": plan.base} if plan else {}))
+    return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start, damage, plan)
+
+
+def document_hashes(documents: list[Document]) -> dict[str, str]:
+    """Per source document, a digest of what its chunks are made of: its content and its metadata."""
+    return {
+        doc.id: hashlib.sha256(
+            json.dumps([doc.content, doc.meta], sort_keys=True, ensure_ascii=False, default=str).encode()
+        ).hexdigest()[:20]
+        for doc in documents
+    }
+
+
+def plan_update(cache_dir: Path, lineage: str, hashes: Mapping[str, str]) -> UpdatePlan | None:
+    """Against the newest intact snapshot of `lineage`; None when there is none (the build is then a cold one)."""
+    candidates = []
+    for manifest_file in cache_dir.glob(f"*/{MANIFEST}"):
+        try:
+            manifest = read_manifest(manifest_file.parent)
+        except DamagedIndexError:
+            continue
+        if manifest.get("lineage") == lineage and isinstance(manifest.get("documents"), dict):
+            candidates.append((manifest["created"], manifest_file.parent.name, manifest["documents"]))
+    if not candidates:
+        logger.info("ingest.update: no earlier index of this lineage in %s; building from scratch", cache_dir)
+        return None
+    _, base, before = max(candidates)
+    reused = frozenset(doc_id for doc_id, digest in hashes.items() if before.get(doc_id) == digest)
+    return UpdatePlan(base, reused, frozenset(hashes) - reused, frozenset(before) - frozenset(hashes))
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
+from experiments.tracking import PID_TAG
 from tests.servers import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +112,28 @@ def test_sweep_creates_one_parent_with_a_child_per_job_and_a_chart(tmp_path):
     assert hits == [0, 0, 1]  # bm25 indexes no vectors; hybrid reuses dense's index
 
 
+@pytest.mark.parametrize("launcher", [
+    ("hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2"),  # a local Ray instance, jobs on 2 workers
+    ("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"),  # SLURM's launcher, run on this machine
+])
+def test_a_sweep_on_another_launcher_runs_its_jobs_in_other_processes_under_one_parent(tmp_path, launcher):
+    sweep_dir = tmp_path / "sweep"
+    result = run(tmp_path, "-m", *launcher, "pipeline=bm25", "retriever.top_k=5,10", f"hydra.sweep.dir={sweep_dir}")
+    parent_id = json.loads((sweep_dir / "mlflow_parent_run.json").read_text())["run_id"]
+    mlflow_client = client(tmp_path)
+    parent = mlflow_client.get_run(parent_id)
+    children = mlflow_client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    assert parent.info.status == "FINISHED" and sorted(c.info.status for c in children) == ["FINISHED"] * 2
+    assert {c.info.run_name for c in children} == {"bm25 top_k=5", "bm25 top_k=10"}
+    assert sorted(c.data.metrics["index/cache_hit"] for c in children) == [0, 1]  # one built it, under the lock
+    assert (sweep_dir / "comparison.csv").is_file()
+    launcher_pid = parent.data.tags[PID_TAG]
+    assert all(c.data.tags[PID_TAG] != launcher_pid for c in children)  # not in the launching process
+    assert "retrieval/mrr_at_10" in result.stdout + result.stderr
+
+
 def write_local_dataset(tmp_path: Path) -> list[str]:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -134,6 +157,30 @@ def write_local_dataset(tmp_path: Path) -> list[str]:
     ]
     (tmp_path / "golden.jsonl").write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in golden), encoding="utf-8")
     return ["dataset=local", f"dataset.corpus_dir={corpus}", f"dataset.golden={tmp_path / 'golden.jsonl'}"]
+
+
+def test_an_updated_index_has_the_fingerprint_and_scores_of_a_cold_build(tmp_path):
+    dataset = write_local_dataset(tmp_path)
+    run(tmp_path, *dataset, "pipeline=hybrid", f"hydra.run.dir={job_dir(tmp_path, 'before')}")
+    corpus = tmp_path / "corpus"
+    (corpus / "leave.txt").write_text("Leave policy. Full-time employees accrue 20 days of paid annual leave per "
+                                      "calendar year. Sick leave is 10 days.", encoding="utf-8")
+    (corpus / "parking.txt").write_text("Parking policy. Staff park in level B2 of the garage.", encoding="utf-8")
+    run(tmp_path, *dataset, "pipeline=hybrid", "ingest.update=true", f"hydra.run.dir={job_dir(tmp_path, 'update')}")
+    updated = json.loads((job_dir(tmp_path, "update") / "metrics.json").read_text())
+    assert (updated["index/reused_documents"], updated["index/ingested_documents"]) == (2, 2)
+    info = json.loads((job_dir(tmp_path, "update") / "run.json").read_text())
+    tags = client(tmp_path).get_run(info["run_id"]).data.tags
+    assert tags["ragtune.index_updated_from"] == json.loads((job_dir(tmp_path, "before") / "run.json").read_text())[
+        "index_fingerprint"]
+
+    cold_root = tmp_path / "cold"
+    cold_root.mkdir()
+    run(cold_root, *dataset, "pipeline=hybrid", f"hydra.run.dir={job_dir(cold_root, 'cold')}")
+    cold = json.loads((job_dir(cold_root, "cold") / "metrics.json").read_text())
+    assert json.loads((job_dir(cold_root, "cold") / "run.json").read_text())["index_fingerprint"] == info["index_fingerprint"]
+    assert cold["index/chunks"] == updated["index/chunks"]
+    assert cold["retrieval/mrr_at_10"] == pytest.approx(updated["retrieval/mrr_at_10"])
 
 
 @pytest.mark.parametrize(("answer", "model_tag"), [
@@ -383,7 +430,7 @@ def test_a_signal_during_evaluation_ends_the_run_killed_with_one_line(tmp_path, 
 
 
 def test_a_run_left_running_by_sigkill_is_marked_stale_by_the_next_run(tmp_path):
-    from experiments.tracking import HOST_TAG, PID_TAG, STALE_TAG
+    from experiments.tracking import HOST_TAG, STALE_TAG
 
     mlflow_client = client(tmp_path)
     experiment = mlflow_client.create_experiment("demo")

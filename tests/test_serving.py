@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -74,7 +75,8 @@ def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
     port, log = free_port(), root / "serve_py.log"
     server = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve().parents[1] / "serve.py"), "model=models:/rag@production",
-         f"serve.api_keys_file={root / 'keys.yaml'}", f"serve.port={port}", f"mlflow.tracking_uri={uri}"],
+         f"serve.api_keys_file={root / 'keys.yaml'}", f"serve.port={port}", f"mlflow.tracking_uri={uri}",
+         "serve.autolog=true"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root,
     )
     try:
@@ -86,9 +88,25 @@ def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
         assert reply.status_code == 200, reply.text
         assert {k: reply.json()[k] for k in SHARED} == {k: records[0][k] for k in SHARED}
         assert '"tenant": "acme", "status": 200' in log.read_text()  # one JSON log line per request
+        assert reply.json()["stages_ms"]  # milliseconds per component, also in the log line
+        assert traced_components(uri, "ragtune-serve") >= set(reply.json()["stages_ms"])
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def traced_components(uri: str, experiment: str, seconds: float = 30) -> set[str]:
+    """The component spans of the request traces logged under `experiment` (logged asynchronously: polled)."""
+    client = mlflow.MlflowClient(uri)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = client.get_experiment_by_name(experiment)
+        traces = client.search_traces([found.experiment_id]) if found else []
+        names = {span.attributes.get("haystack.component.name") for trace in traces for span in trace.data.spans}
+        if traces:
+            return names
+        time.sleep(1)
+    return set()
 
 
 def test_serve_py_names_a_missing_model_in_one_line(promoted, tmp_path):

@@ -13,6 +13,7 @@ from experiments.datasets.base import (
     make_dataset,
     package_versions,
     resolve_language,
+    resolve_path,
 )
 from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
 from experiments.golden import load_golden, locate_evidence
@@ -28,7 +29,7 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
     `golden` names the golden files of data/demo to answer: golden.jsonl (single questions, the default) and
     golden_conversations.jsonl (follow-ups with their chat history, and comparisons; `dataset=demo_conversations`).
     """
-    check_keys(cfg, ("subset", "golden"))
+    check_keys(cfg, ("subset", "golden", "meta_file"))
     subset = cfg.get("subset")
     if subset is not None and subset not in SUBSETS:
         raise DatasetError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
@@ -42,7 +43,8 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
     if not corpus_dir.is_dir():
         raise DatasetError(f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir}")
 
-    documents, skipped = load_corpus(corpus_dir, "**/*", None, AUTO_ENCODING)
+    meta_path = resolve_path(cfg, "meta_file", is_dir=False) if cfg.get("meta_file") else None
+    documents, skipped = load_corpus(corpus_dir, "**/*", meta_path, AUTO_ENCODING)
     golden = [item for path in golden_paths for item in load_golden(path, documents, skipped)]
     if subset is not None:
         # Re-locate within the subset so no span or relevant doc points outside the searched documents.
@@ -61,6 +63,7 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
             **settings,
             "corpus_dir": str(corpus_dir),
             "golden": [str(path) for path in golden_paths],
+            "meta_file": str(meta_path) if meta_path else None,
             "documents": len(documents),
             "package_versions": package_versions(*CONVERSION_PACKAGES),
         },

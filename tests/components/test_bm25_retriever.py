@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from haystack import Document, Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import FilterPolicy, apply_filter_policy
+from haystack.errors import FilterError
 
-from components import bm25_retriever, retrieval
+from components import bm25_retriever, document_masks
 from components.bm25_retriever import BM25sRetriever
 from components.text import Tokenizer
 
@@ -122,13 +124,34 @@ class TestFilters:
             ],
         }
         assert _ids(retriever.run(query="retrieval", filters=filters)) == ["c#0-10"]
-        monkeypatch.setattr(retrieval, "document_matches_filter", _fail)
+        monkeypatch.setattr(document_masks, "document_matches_filter", _fail)
+        monkeypatch.setattr(document_masks, "field_value", _fail)
         assert _ids(retriever.run(query="dense retrieval", filters=filters)) == ["c#0-10"]
 
     def test_no_filter_after_filter(self, store):
         retriever = BM25sRetriever(store, top_k=100)
         retriever.run(query="retrieval", filters={"field": "meta.tenant", "operator": "==", "value": "t2"})
         assert len(retriever.run(query="retrieval")["documents"]) == 3
+
+    def test_init_filters_merge_so_a_query_can_only_narrow_them(self, store):
+        t1 = {"field": "meta.tenant", "operator": "==", "value": "t1"}
+        t2 = {"field": "meta.tenant", "operator": "==", "value": "t2"}
+        retriever = BM25sRetriever(store, top_k=100, filters=t1)
+        assert sorted(_ids(retriever.run(query="retrieval"))) == ["a#0-10", "c#0-10"]
+        # Haystack's own MERGE keeps only the runtime filter when both compare the same field: ours ANDs them.
+        assert apply_filter_policy(FilterPolicy.MERGE, t1, t2) == t2
+        assert _ids(retriever.run(query="retrieval", filters=t2)) == []
+        replacing = BM25sRetriever(store, top_k=100, filters=t1, filter_policy="replace")
+        assert _ids(replacing.run(query="retrieval", filters=t2)) == ["b#0-10"]
+
+    def test_init_filters_round_trip_and_are_checked_when_built(self, store):
+        t1 = {"field": "meta.tenant", "operator": "==", "value": "t1"}
+        data = BM25sRetriever(store, filters=t1, filter_policy="replace").to_dict()
+        assert data["init_parameters"]["filters"] == t1 and data["init_parameters"]["filter_policy"] == "replace"
+        restored = BM25sRetriever.from_dict(data)
+        assert restored.filters == t1 and restored.filter_policy == FilterPolicy.REPLACE
+        with pytest.raises(FilterError, match="unknown filter operator"):
+            BM25sRetriever(store, filters={"field": "meta.tenant", "value": "t1"})
 
     def test_malformed_filter_raises(self, store):
         with pytest.raises(Exception, match="operator"):
@@ -216,13 +239,15 @@ class TestLifecycle:
                 "language": "en",
                 "stopwords": "en",
                 "index_dir": str(tmp_path),
+                "filters": None,
+                "filter_policy": "merge",
             },
         }
         clone = BM25sRetriever.from_dict(data)
         assert isinstance(clone.document_store, InMemoryDocumentStore)
-        expected = {name: value for name, value in data["init_parameters"].items() if name != "document_store"}
+        expected = {k: v for k, v in data["init_parameters"].items() if k not in ("document_store", "filter_policy")}
         assert {name: getattr(clone, name) for name in expected} == expected
-        assert clone.to_dict() == data
+        assert clone.filter_policy == FilterPolicy.MERGE and clone.to_dict() == data
 
     def test_to_dict_with_defaults(self, store):
         assert BM25sRetriever(store).to_dict() == {
@@ -236,6 +261,8 @@ class TestLifecycle:
                 "language": "auto",
                 "stopwords": None,
                 "index_dir": None,
+                "filters": None,
+                "filter_policy": "merge",
             },
         }
 

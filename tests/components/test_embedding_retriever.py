@@ -81,6 +81,13 @@ class TestRun:
         none = {"field": "meta.tenant", "operator": "==", "value": "nobody"}
         assert retriever.run(query_embedding=_query(), filters=none) == {"documents": []}
 
+    def test_init_filters_merge_with_a_querys(self):
+        t1 = {"field": "meta.tenant", "operator": "==", "value": "t1"}
+        retriever = MatrixEmbeddingRetriever(_store(), top_k=100, filters=t1)
+        assert {doc.meta["tenant"] for doc in retriever.run(query_embedding=_query())["documents"]} == {"t1"}
+        t2 = {"field": "meta.tenant", "operator": "==", "value": "t2"}
+        assert retriever.run(query_embedding=_query(), filters=t2) == {"documents": []}
+
     def test_filtered_ranking_equals_ranking_of_filtered_store(self):
         store = _store()
         filters = {"field": "meta.tenant", "operator": "in", "value": ["t0", "t2"]}
@@ -160,7 +167,8 @@ class TestConfiguration:
         data = MatrixEmbeddingRetriever(store, top_k=4, similarity="dot_product").to_dict()
         assert data == {
             "type": "components.embedding_retriever.MatrixEmbeddingRetriever",
-            "init_parameters": {"document_store": store.to_dict(), "top_k": 4, "similarity": "dot_product"},
+            "init_parameters": {"document_store": store.to_dict(), "top_k": 4, "similarity": "dot_product",
+                                "filters": None, "filter_policy": "merge"},
         }
         clone = MatrixEmbeddingRetriever.from_dict(data)
         assert isinstance(clone.document_store, InMemoryDocumentStore)

@@ -10,8 +10,8 @@ def test_requests_come_as_a_dict_a_list_or_dataframe_rows():
     one = {"question": "How many leave days?", "history": [{"role": "user", "content": "hi"}]}
     assert requests(one) == [one]
     assert requests([one, {"question": "Hotel limit?"}]) == [one, {"question": "Hotel limit?"}]
-    frame = pd.DataFrame([{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "x"}}])
-    assert requests(frame) == [{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "x"}}]
+    frame = pd.DataFrame([{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "meta.x", "operator": "==", "value": 1}}])
+    assert requests(frame) == [{"question": "Hotel limit?"}, {"question": "Leave?", "filters": {"field": "meta.x", "operator": "==", "value": 1}}]
 
 
 @pytest.mark.parametrize("bad", [{"question": " "}, {"question": "ok", "tenant": "b"}, {"history": []}])

@@ -1,18 +1,20 @@
 """The HTTP layer's control flow with a recording answerer; tests/test_serving.py serves a real promoted run."""
 
+import json
 import logging
 import threading
 import time
 
+import jwt as pyjwt
 import pytest
 from fastapi.testclient import TestClient
 from haystack import Document
-from haystack.utils.filters import document_matches_filter
 
+from components.document_masks import DocumentMasks
 from experiments.config import ConfigError
 from experiments.errors import UserError
-from experiments.principals import Principal, read_api_keys, scoped_filters
-from experiments.server import ServerState, ServeSettings, bearer_keys, create_app, proxy_headers
+from experiments.principals import JwtSettings, Principal, read_api_keys, scoped_filters
+from experiments.server import ServerState, ServeSettings, authenticator, bearer, create_app, proxy_headers
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}
 AUTH = {"Authorization": "Bearer k-acme"}
@@ -22,15 +24,15 @@ class RecordingAnswerer:
     def __init__(self, seconds: float = 0.0):
         self.calls, self.seconds = [], seconds
 
-    def ask(self, question, history=None, filters=None):
-        self.calls.append({"question": question, "history": history, "filters": filters})
+    def ask(self, question, history=None, filters=None, stages=False):
+        self.calls.append({"question": question, "history": history, "filters": filters, "stages": stages})
         time.sleep(self.seconds)
         return {"answer": f"re: {question}", "refused": False, "citations": []}
 
 
 def client(answerer=None, **limits) -> TestClient:
     state = ServerState(answerer, "models:/rag@production")
-    return TestClient(create_app(state, bearer_keys(KEYS), ServeSettings(**limits)))
+    return TestClient(create_app(state, bearer(KEYS.get), ServeSettings(**limits)))
 
 
 def test_readiness_waits_for_the_model_and_health_does_not():
@@ -60,12 +62,25 @@ def test_a_client_filter_narrows_and_can_never_widen_to_another_tenant():
     client(answerer).post("/query", json={"question": "q", "filters": forged}, headers=AUTH)
     sent = answerer.calls[-1]["filters"]
     documents = [Document(content="x", meta=m) for m in ({}, {"tenant": "acme"}, {"tenant": "beta"}, {"acl": ["hr"]})]
-    assert [document_matches_filter(sent, d) for d in documents] == [False, False, False, False]
+    masks = DocumentMasks(documents)
+    assert masks.mask(sent).tolist() == [False, False, False, False]
     narrowed = {"field": "meta.tenant", "operator": "==", "value": "acme"}
-    scoped = scoped_filters(KEYS["k-acme"], narrowed)
-    assert [document_matches_filter(scoped, d) for d in documents] == [False, True, False, False]
-    public = scoped_filters(KEYS["k-beta"], None)
-    assert [document_matches_filter(public, d) for d in documents] == [True, False, True, False]  # acl: nobody yet
+    assert masks.mask(scoped_filters(KEYS["k-acme"], narrowed)).tolist() == [False, True, False, False]
+    # An ACL without a tenant names nobody's groups: hidden from all.
+    assert masks.mask(scoped_filters(KEYS["k-beta"], None)).tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize(("principal", "visible"), [
+    (Principal("acme"), [True, True, False, False, False, False]),
+    (Principal("acme", ("hr",)), [True, True, True, False, False, False]),
+    (Principal("acme", ("it", "hr")), [True, True, True, True, False, False]),
+    (Principal("beta", ("hr",)), [True, False, False, False, True, False]),  # acme's hr group is not beta's
+])
+def test_group_acls_narrow_a_tenant(principal, visible):
+    metas = ({}, {"tenant": "acme"}, {"tenant": "acme", "acl": ["hr"]}, {"tenant": "acme", "acl": ["it", "ops"]},
+             {"tenant": "beta", "acl": ["hr"]}, {"acl": ["hr"]})
+    masks = DocumentMasks([Document(content="x", meta=m) for m in metas])
+    assert masks.mask(scoped_filters(principal, None)).tolist() == visible
 
 
 @pytest.mark.parametrize(("body", "status", "message"), [
@@ -73,6 +88,8 @@ def test_a_client_filter_narrows_and_can_never_widen_to_another_tenant():
     ({"question": "x" * 101}, 413, "question: 101 characters, the limit is 100"),
     ({"question": "q", "history": [{"role": "user", "content": "h"}] * 4}, 413, "history: 4 turns, the limit is 3"),
     ({"question": "q", "tenant": "beta"}, 400, "tenant: Extra inputs are not permitted"),
+    ({"question": "q", "filters": {"operator": "OR", "conditions": []}}, 400, "filters: Value error, a logical filter"),
+    ({"question": "q", "filters": {"$or": []}}, 400, "filters: Value error, unknown filter operator"),
     ({"question": "q", "history": [{"role": "root", "content": "h"}]}, 400, "history.0.role"),
     ({"history": []}, 400, "question: Field required"),
 ])
@@ -95,7 +112,7 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
             super().__init__()
             self.error = error
 
-        def ask(self, question, history=None, filters=None):
+        def ask(self, question, history=None, filters=None, stages=False):
             raise self.error
 
     broken = client(Failing(RuntimeError("boom"))).post("/query", json={"question": "q"}, headers=AUTH)
@@ -152,6 +169,94 @@ def test_the_api_keys_file_is_checked_when_read(tmp_path):
         read_api_keys(tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match="serve.api_keys_file"):
         read_api_keys(None)
+
+
+def test_a_request_log_line_holds_latency_per_stage_and_text_only_in_debug(caplog):
+    caplog.set_level(logging.INFO, "ragtune.serve")
+
+    class Timed(RecordingAnswerer):
+        def ask(self, question, history=None, filters=None, stages=False):
+            return super().ask(question, history, filters, stages) | {"stages_ms": {"bm25": 1.5, "fusion": 0.2}}
+
+    answerer = Timed()
+    client(answerer).post("/query", json={"question": "secret question"}, headers=AUTH)
+    record = json.loads(caplog.records[-1].getMessage())
+    assert record["stages_ms"] == {"bm25": 1.5, "fusion": 0.2} and "question" not in record
+    assert answerer.calls[-1]["stages"] is False
+    client(answerer, debug=True).post("/query", json={"question": "secret question"}, headers=AUTH)
+    assert json.loads(caplog.records[-1].getMessage())["question"] == "secret question"
+    assert answerer.calls[-1]["stages"] is True
+
+
+def jwt_client(tmp_path, answerer=None, **jwt_settings) -> TestClient:
+    (tmp_path / "secret").write_text("s3cret-" * 6)
+    settings = ServeSettings(auth="jwt", jwt=JwtSettings(key_file=str(tmp_path / "secret"), algorithms=["HS256"],
+                                                         **jwt_settings))
+    return TestClient(create_app(ServerState(answerer or RecordingAnswerer()), authenticator(settings), settings))
+
+
+def token(claims: dict, key="s3cret-" * 6, algorithm: str = "HS256") -> dict:
+    claims = {"exp": int(time.time()) + 60, **claims}
+    return {"Authorization": f"Bearer {pyjwt.encode(claims, key, algorithm=algorithm)}"}
+
+
+def test_a_signed_token_carries_the_principal(tmp_path):
+    answerer = RecordingAnswerer()
+    api = jwt_client(tmp_path, answerer, audience="ragtune", groups_claim="roles")
+    ok = api.post("/query", json={"question": "q"}, headers=token({"tenant": "acme", "roles": ["hr"], "aud": "ragtune"}))
+    assert ok.status_code == 200
+    assert answerer.calls[-1]["filters"] == scoped_filters(Principal("acme", ("hr",)), None)
+
+
+@pytest.mark.parametrize("claims", [
+    {"tenant": "acme", "aud": "ragtune", "exp": int(time.time()) - 10},  # expired
+    {"tenant": "acme", "aud": "other"},  # another audience
+    {"tenant": "acme"},  # no audience
+    {"groups": ["hr"], "aud": "ragtune"},  # no tenant
+    {"tenant": "acme", "groups": "hr", "aud": "ragtune"},  # groups not a list
+])
+def test_a_token_that_fails_any_check_is_a_401(tmp_path, claims):
+    assert jwt_client(tmp_path, audience="ragtune").post("/query", json={"question": "q"},
+                                                         headers=token(claims)).status_code == 401
+
+
+def test_a_forged_or_unsigned_token_is_a_401(tmp_path):
+    api = jwt_client(tmp_path)
+    claims = {"tenant": "acme"}
+    assert api.post("/query", json={"question": "q"}, headers=token(claims, key="guess-" * 6)).status_code == 401
+    unsigned = pyjwt.encode({"exp": int(time.time()) + 60, **claims}, None, algorithm="none")
+    assert api.post("/query", json={"question": "q"}, headers={"Authorization": f"Bearer {unsigned}"}).status_code == 401
+
+
+def test_a_token_signed_with_the_issuers_private_key_is_checked_with_its_public_key(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    (tmp_path / "issuer.pem").write_bytes(public)
+    settings = ServeSettings(auth="jwt", jwt=JwtSettings(key_file=str(tmp_path / "issuer.pem"), issuer="https://idp"))
+    answerer = RecordingAnswerer()
+    api = TestClient(create_app(ServerState(answerer), authenticator(settings), settings))
+    headers = token({"tenant": "beta", "groups": ["it"], "iss": "https://idp"}, key=private, algorithm="RS256")
+    assert api.post("/query", json={"question": "q"}, headers=headers).status_code == 200
+    assert answerer.calls[-1]["filters"] == scoped_filters(Principal("beta", ("it",)), None)
+
+
+@pytest.mark.parametrize(("jwt_settings", "message"), [
+    ({"key_file": None}, "serve.jwt.key_file"),
+    ({"key_file": "/no/such.pem"}, "cannot read /no/such.pem"),
+    ({"key_file": "k", "algorithms": ["none"]}, "'none' is never accepted"),
+    ({"key_file": "k", "algorithms": ["HS256", "RS256"]}, "give one family"),
+])
+def test_jwt_settings_are_checked_at_start(jwt_settings, message):
+    with pytest.raises(ConfigError, match=message):
+        authenticator(ServeSettings(auth="jwt", jwt=JwtSettings(**jwt_settings)))
+
+
+def test_an_unknown_auth_is_named():
+    with pytest.raises(ConfigError, match="serve.auth': must be api_keys, jwt or header"):
+        authenticator(ServeSettings(auth="oauth"))
 
 
 def test_questions_never_run_in_parallel_threads_through_one_answerer():
