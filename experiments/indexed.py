@@ -116,7 +116,8 @@ def prepare_pipeline(
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
     models = model_identities(cfg, query, embedder)
-    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, bool(cfg.ingest.update))
+    update = bool(cfg.ingest["update"])  # not `.update`: on a DictConfig that is the dict method, always truthy
+    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update)
 
 
 def snapshot_fingerprint(snapshot: Path) -> str:

@@ -28,6 +28,8 @@ def test_prepare_builds_the_graph_and_plans_the_index_without_indexing(tmp_path)
     assert prepared.index_dir == tmp_path / "index" / prepared.fingerprint and not prepared.index_dir.exists()
     assert "embedder" not in prepared.spec["components"]  # BM25 reads no vectors, so none are made
     assert prepared.reads_index() == {"bm25"}
+    assert prepared.update is False  # ingest.update is opt-in
+    assert prepare_pipeline(config("pipeline=bm25", f"paths.cache={tmp_path}", "ingest.update=true")).update is True
 
 
 @pytest.mark.slow
