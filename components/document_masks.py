@@ -89,14 +89,13 @@ class FieldIndex:
                 self.positions[value] = np.asarray(found, dtype=np.int64)
         self.has_unhashable = bool(unhashable)
 
-    def matching(self, values: Iterable[Any]) -> np.ndarray:
-        wanted = [v for v in values if isinstance(v, Hashable)]
-        dense = [self.masks[v] for v in wanted if v in self.masks]
-        mask = np.logical_or.reduce(dense) if len(dense) > 1 else dense[0].copy() if dense else np.zeros(self.size, bool)
-        for value in wanted:
-            found = self.positions.get(value)
-            if found is not None:
-                mask[found] = True
+    def matching(self, values: Iterable[Hashable]) -> np.ndarray:
+        mask = np.zeros(self.size, dtype=bool)
+        for value in values:
+            if value in self.masks:
+                mask |= self.masks[value]
+            elif value in self.positions:
+                mask[self.positions[value]] = True
         return mask
 
 

@@ -136,8 +136,8 @@ def _injected_filters(principal: Principal, other: str, groups: list[str]) -> li
 
 
 def _sentences(text: str) -> list[str]:
-    pieces = text.replace("。", "。\n").replace(". ", ".\n").splitlines()
-    return [p.strip(" #-*") for p in pieces if len(p.strip(" #-*")) >= 20]
+    pieces = (p.strip(" #-*") for p in text.replace("。", "。\n").replace(". ", ".\n").splitlines())
+    return [p for p in pieces if len(p) >= 20]
 
 
 def check_reply(principal: Principal, reply: Mapping[str, Any], sources: Mapping[str, Document],
@@ -204,9 +204,10 @@ def audit(answerer: Answerer, documents: Sequence[Document], questions: Sequence
 
 def _texts(principal: Principal, documents: Sequence[Document]) -> tuple[str, str]:
     """All the text the principal may see, and all it may not."""
-    visible = "\n".join(d.content or "" for d in documents if may_see(principal, d.meta))
-    hidden = "\n".join(d.content or "" for d in documents if not may_see(principal, d.meta))
-    return visible, hidden
+    texts: dict[bool, list[str]] = {True: [], False: []}
+    for document in documents:
+        texts[may_see(principal, document.meta)].append(document.content or "")
+    return "\n".join(texts[True]), "\n".join(texts[False])
 
 
 def main(argv: list[str]) -> int:
