@@ -57,3 +57,16 @@ def top_indices(scores: np.ndarray, top_k: int, floor: float) -> np.ndarray:
         above &= scores >= np.partition(values, len(values) - top_k)[len(values) - top_k]
     candidates = np.flatnonzero(above)
     return candidates[np.lexsort((candidates, -scores[candidates]))][:top_k]
+
+
+def scoped_request(
+    policy: FilterPolicy,
+    init_filters: dict[str, Any] | None,
+    default_top_k: int,
+    filters: dict[str, Any] | None,
+    top_k: int | None,
+) -> tuple[dict[str, Any] | None, int]:
+    """A query's filters and top_k under every retriever's contract: merge only narrows, 0 means none."""
+    top_k = default_top_k if top_k is None else top_k
+    check_top_k(top_k, allow_zero=True)
+    return effective_filters(policy, init_filters or None, filters), top_k

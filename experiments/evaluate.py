@@ -270,10 +270,13 @@ def _cost(traced: ChatUsage, answer: GeneratedAnswer | None) -> dict[str, float]
     }
 
 
+def evidence_doc_ids(item: GoldenItem) -> set[str]:
+    """The documents that hold the item's evidence: where a chunk covering it would be."""
+    return {span.doc_id for spans in item.evidence_spans for span in spans} | set(item.relevant_doc_ids)
+
+
 def _candidate_chunks(item: GoldenItem, index_chunks: Mapping[str, Sequence[Document]]) -> list[Document]:
-    """The index's chunks of the documents that hold the item's evidence: where a covering chunk would be."""
-    doc_ids = {span.doc_id for spans in item.evidence_spans for span in spans} | set(item.relevant_doc_ids)
-    return [chunk for doc_id in sorted(doc_ids) for chunk in index_chunks.get(doc_id, ())]
+    return [chunk for doc_id in sorted(evidence_doc_ids(item)) for chunk in index_chunks.get(doc_id, ())]
 
 
 def _layer_scores(

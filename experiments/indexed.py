@@ -36,6 +36,10 @@ from pipelines.ingest import (
     load_snapshot,
     read_manifest,
 )
+from pipelines.weaviate_store import build_collection, check_collection_options, content_tokenization
+
+# Stores whose index lives on a server: built there once per fingerprint, never snapshotted or read back whole.
+SERVER_STORES = ("weaviate",)
 
 # Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
 PROJECT_MODULES = ("components",)
@@ -59,6 +63,7 @@ class IndexedPipeline:
     models: dict[str, str]  # slot -> model identity (experiments/identities.py), recorded with the run
     lineage: str | None = None  # what every index built this way shares, whatever the corpus (ingest.update)
     update: bool = False
+    server_side: bool = False  # the index is a collection on a server (store=weaviate), not a snapshot here
 
     @property
     def dataset(self) -> Dataset:
@@ -77,7 +82,8 @@ class IndexedPipeline:
             start = time.perf_counter()
             chunks = load_snapshot(self.index_dir, self.store)
             return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
-        return build_index(
+        build = build_collection if self.server_side else build_index
+        return build(
             self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update
         )
 
@@ -100,24 +106,37 @@ def prepare_pipeline(
     the snapshot, whatever the corpus has become since."""
     embedder = model_identity(cfg.models.embedder.model)
     check_embedders_match(cfg)
-    store: DocumentStore = instantiate_component(
-        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"}, "store", {}
-    )
+    update = bool(cfg.ingest["update"])  # not `.update`: on a DictConfig that is the dict method, always truthy
+    server_side = cfg.store.kind in SERVER_STORES
+    if server_side:
+        check_collection_options(update)
     dataset, spec, lineage = None, None, None
     if snapshot is None:
         dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
         embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
         spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
-        fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, cfg.store.kind)
-        lineage = index_fingerprint(None, spec, embedder, cfg.store.kind)
+        store_id = store_identity(cfg.store)
+        fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, store_id)
+        lineage = index_fingerprint(None, spec, embedder, store_id)
         cache_dir = Path(cfg.ingest.cache_dir)
     else:
         fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
+    store: DocumentStore = instantiate_component(
+        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"},
+        "store",
+        {"fingerprint": fingerprint},
+    )
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
     models = model_identities(cfg, query, embedder)
-    update = bool(cfg.ingest["update"])  # not `.update`: on a DictConfig that is the dict method, always truthy
-    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update)
+    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update, server_side)
+
+
+def store_identity(store: DictConfig) -> str:
+    """What of the store changes the index's content: its kind and, on Weaviate, how BM25 tokenises `content`."""
+    if store.kind == "weaviate":
+        return f"weaviate:{content_tokenization(store.language, store.tokenization)}"
+    return str(store.kind)
 
 
 def snapshot_fingerprint(snapshot: Path) -> str:

@@ -31,8 +31,11 @@ class Principal:
 def visible_filter(principal: Principal) -> dict[str, Any]:
     no_acl = {"field": "meta.acl", "operator": "==", "value": None}
     public = {"operator": "AND", "conditions": [{"field": "meta.tenant", "operator": "==", "value": None}, no_acl]}
-    # `in` on a list field matches a shared element (components/document_masks.py), as on Weaviate.
-    allowed = [no_acl, {"field": "meta.acl", "operator": "in", "value": list(principal.groups)}]
+    # `in` on a list field matches a shared element (components/document_masks.py), as on Weaviate. Without
+    # groups it is left out: it would match nothing, and Weaviate refuses an empty ContainsAny.
+    allowed: list[dict[str, Any]] = [no_acl]
+    if principal.groups:
+        allowed.append({"field": "meta.acl", "operator": "in", "value": list(principal.groups)})
     own = {"operator": "AND", "conditions": [
         {"field": "meta.tenant", "operator": "==", "value": principal.tenant},
         {"operator": "OR", "conditions": allowed},

@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from haystack import Document
+from haystack.dataclasses import StreamingChunk
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
@@ -32,7 +33,7 @@ from experiments.errors import UserError
 from experiments.evaluate import answer_fields, request_inputs
 from experiments.grading_metrics import grading_record
 from experiments.identities import TAG_PREFIX
-from experiments.indexed import IndexedPipeline, prepare_pipeline
+from experiments.indexed import SERVER_STORES, IndexedPipeline, prepare_pipeline
 from experiments.portable import PORTABLE_CONFIG, project_files, relocated
 from experiments.tracing import timing_components
 from pipelines.ingest import LAST_USED, MANIFEST
@@ -58,6 +59,12 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     fingerprint = run.data.tags.get("ragtune.index_fingerprint")
     if not fingerprint:
         raise PromotionError(f"run {run_id} recorded no index (tag ragtune.index_fingerprint): it did not finish indexing")
+    store = OmegaConf.select(OmegaConf.create(resolved), "store.kind")
+    if store in SERVER_STORES:
+        raise PromotionError(
+            f"run {run_id} indexed into store={store}: a bundle ships an index snapshot, and a server-side "
+            "collection has none; promoting and serving such runs is not supported yet"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG).write_text(portable, encoding="utf-8")
     (out / RESOLVED).write_text(resolved, encoding="utf-8")
@@ -130,15 +137,17 @@ class ServedPipeline:
         history: Sequence[Mapping[str, str]] | None = None,
         filters: Mapping[str, Any] | None = None,
         stages: bool = False,
+        on_token: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """The reply a run's per_question.jsonl records for this question (answer, refusal, citations), plus the
         route and CRAG label where the pipeline has them, a snippet of each cited chunk, and milliseconds per
-        component (`stages_ms`); with `stages`, the chunk and doc ids at every stage, to see which layer returned what."""
+        component (`stages_ms`); with `stages`, the chunk and doc ids at every stage, to see which layer returned what.
+        `on_token` gets the answer generator's text as it is produced (raw: before the citation check)."""
         query = self.indexed.query
         if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
             raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
         with self.lock, timing_components(forward=True) as timer:
-            outputs = query.run(**request_inputs(query, question, history, filters))
+            outputs = query.run(streaming_callback=_text_of(on_token), **request_inputs(query, question, history, filters))
             spent = timer.take()
         answer = query.answer(outputs)
         reply: dict[str, Any] = {"answer": None, "refused": False, "citations": []}
@@ -158,6 +167,13 @@ class ServedPipeline:
             reply["stages"] = {view: [_reference(d) for d in docs] for view, docs in query.view_documents(outputs).items()}
         reply["stages_ms"] = {name: round(ms, 1) for name, ms in spent.ms.items()}
         return reply
+
+
+def _text_of(on_token: Callable[[str], None] | None) -> Callable[[StreamingChunk], None] | None:
+    """A Haystack streaming callback that hands on each chunk's text (tool-call and empty chunks carry none)."""
+    if on_token is None:
+        return None
+    return lambda chunk: on_token(chunk.content) if chunk.content else None
 
 
 def _reference(document: Document) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from experiments.promoted import ServedPipeline
 from experiments.request_schema import QueryRequest
 
-REQUEST_FIELDS = tuple(QueryRequest.model_fields)
+# `stream` is serve.py's: predict returns whole replies.
+REQUEST_FIELDS = tuple(name for name in QueryRequest.model_fields if name != "stream")
 
 
 
@@ -46,7 +47,9 @@ def requests(model_input: Any) -> list[dict[str, Any]]:
         raise ValueError(f"{needs}: {e}") from None
     if any(not request.question.strip() for request in parsed):
         raise ValueError(f"{needs}; got an empty question")
-    return [request.model_dump(exclude_unset=True) for request in parsed]
+    if any(request.stream for request in parsed):
+        raise ValueError("stream: the pyfunc model returns whole replies; serve.py's /query streams them")
+    return [request.model_dump(exclude_unset=True, exclude={"stream"}) for request in parsed]
 
 
 def _plain(value: Any) -> Any:

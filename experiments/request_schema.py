@@ -21,6 +21,8 @@ class QueryRequest(BaseModel):
     question: str
     history: list[Turn] = Field(default_factory=list)
     filters: dict[str, Any] | None = None
+    # Server-sent events: the generator's tokens as they come, then the reply (experiments/server.py).
+    stream: bool = False
 
     @field_validator("filters")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from experiments.answer_metrics import Similarity, ragas_embeddings
 from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset
 from experiments.diagnosis import diagnosis_markdown
-from experiments.evaluate import EvalSettings, Evaluation, evaluate
+from experiments.evaluate import EvalSettings, Evaluation, evaluate, evidence_doc_ids
+from experiments.golden import GoldenItem
 from experiments.identities import LLM_SLOTS, identity_tags, slot_models
 from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
@@ -153,6 +155,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.set_tag("ragtune.index_rebuilt", index.rebuilt_reason)
     if index.update is not None:
         mlflow.set_tag("ragtune.index_updated_from", index.update.base)
+    if prepared.server_side:
+        mlflow.set_tags({"ragtune.index_collection": str(index.path), "ragtune.store_url": str(cfg.store.url)})
     warm_up = query.warm_up()
     reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
@@ -171,7 +175,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.set_tags(identity_tags({"judge": judge.identity}))
     similarity = Similarity(embeddings) if embeddings is not None else None
     corpus = {doc.id: doc.content or "" for doc in dataset.documents}
-    result = evaluate(query, dataset.golden, settings, _chunks_by_doc(store), similarity, judge, corpus=corpus)
+    result = evaluate(query, dataset.golden, settings, evidence_chunks(store, dataset.golden), similarity, judge, corpus=corpus)
     metrics = result.metrics | {
         "time/index_seconds": index_seconds,
         "time/model_load_seconds": sum(s for name, s in warm_up.items() if name not in reads_index),
@@ -269,10 +273,14 @@ def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
     return ragas_embeddings(embedder)
 
 
-def _chunks_by_doc(store: DocumentStore) -> dict[str, list[Document]]:
-    """Every indexed chunk grouped by source doc, so the diagnosis can ask whether any chunk covers the evidence."""
+def evidence_chunks(store: DocumentStore, golden: Sequence[GoldenItem]) -> dict[str, list[Document]]:
+    """The chunks of the documents holding golden evidence, by source doc, so the diagnosis can ask whether any
+    chunk covers it. One filtered lookup: a server-side store is never read whole."""
+    doc_ids = sorted(set().union(*(evidence_doc_ids(item) for item in golden)))
     chunks: dict[str, list[Document]] = {}
-    for chunk in store.filter_documents():
+    if not doc_ids:
+        return chunks
+    for chunk in store.filter_documents({"field": "meta.doc_id", "operator": "in", "value": doc_ids}):
         chunks.setdefault(str(chunk.meta.get("doc_id")), []).append(chunk)
     return chunks
 

@@ -15,14 +15,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from experiments.config import ConfigError
@@ -50,6 +50,7 @@ class Answerer(Protocol):
         history: Sequence[Mapping[str, str]] | None = None,
         filters: Mapping[str, Any] | None = None,
         stages: bool = False,
+        on_token: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -107,7 +108,13 @@ def create_app(
         ready = state.answerer is not None
         return JSONResponse({"ready": ready, "model": state.model_uri}, status_code=200 if ready else 503)
 
-    async def answer(request: Request, question: str, history: list[Turn], filters: dict[str, Any] | None) -> dict:
+    async def answer(
+        request: Request,
+        question: str,
+        history: list[Turn],
+        filters: dict[str, Any] | None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> dict:
         principal = authenticate(request)
         if principal is None:
             raise HTTPException(401, "unauthenticated: send Authorization: Bearer <key>")
@@ -121,7 +128,9 @@ def create_app(
         turns = [t.model_dump() for t in history]
         status, reply = 200, {}
         try:
-            work = asyncio.to_thread(_run_then_release, state.answerer, pending, question, turns, scoped, limits.debug)
+            work = asyncio.to_thread(
+                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token
+            )
             reply = await asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s)
         except TimeoutError:
             status = 504
@@ -138,17 +147,23 @@ def create_app(
             _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None)
         return reply | {"trace_id": trace_id}
 
-    @app.post("/query")
-    async def query(request: Request, body: QueryRequest) -> dict:
+    @app.post("/query", response_model=None)
+    async def query(request: Request, body: QueryRequest) -> dict | StreamingResponse:
+        if body.stream:
+            return await streamed(
+                lambda on_token: answer(request, body.question, body.history, body.filters, on_token), QueryEvents()
+            )
         return await answer(request, body.question, body.history, body.filters)
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request, body: ChatRequest) -> dict:
-        if body.stream:
-            raise HTTPException(400, "stream: streaming is not supported by the offline answerers; send stream=false")
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(request: Request, body: ChatRequest) -> dict | StreamingResponse:
         if not body.messages or body.messages[-1].role != "user":
             raise HTTPException(400, "messages: the last message must be the user's question")
-        reply = await answer(request, body.messages[-1].content, body.messages[:-1], None)
+        question, history = body.messages[-1].content, body.messages[:-1]
+        if body.stream:
+            return await streamed(lambda on_token: answer(request, question, history, None, on_token),
+                                  ChatChunks(state.model_uri))
+        reply = await answer(request, question, history, None)
         return {
             "id": f"chatcmpl-{reply['trace_id']}",
             "object": "chat.completion",
@@ -162,13 +177,99 @@ def create_app(
     return app
 
 
+class QueryEvents:
+    """/query's server-sent events: `token` per generated piece, then `answer` (the reply stream=false gives, with
+    the citation check applied) or `error`."""
+
+    def token(self, text: str) -> str:
+        return _sse({"text": text}, "token")
+
+    def final(self, reply: dict[str, Any]) -> str:
+        return _sse(reply, "answer")
+
+    def error(self, status: int, detail: str) -> str:
+        return _sse({"status": status, "error": detail}, "error")
+
+
+class ChatChunks:
+    """OpenAI's `chat.completion.chunk` stream. The last chunk carries the whole verified reply as `ragtune`; when
+    the generator streams nothing (span and extractive answers), the answer comes as one chunk before it."""
+
+    def __init__(self, model: str) -> None:
+        self.id, self.model, self.streamed = f"chatcmpl-{uuid.uuid4().hex}", model, False
+
+    def _chunk(self, delta: dict[str, str], finish: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": self.id, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
+        return _sse(body | {"choices": [choice]} | extra)
+
+    def token(self, text: str) -> str:
+        first = {} if self.streamed else {"role": "assistant"}
+        self.streamed = True
+        return self._chunk(first | {"content": text})
+
+    def final(self, reply: dict[str, Any]) -> str:
+        whole = "" if self.streamed else self.token(reply.get("answer") or "")
+        return whole + self._chunk({}, "stop", ragtune=reply) + "data: [DONE]\n\n"
+
+    def error(self, status: int, detail: str) -> str:
+        return _sse({"error": {"message": detail, "code": status}}) + "data: [DONE]\n\n"
+
+
+def _sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def streamed(
+    run: Callable[[Callable[[str], None]], Awaitable[dict[str, Any]]], frames: QueryEvents | ChatChunks
+) -> StreamingResponse:
+    """Starts `run` with a token callback and streams what it produces. A request refused before its first token
+    (401, 400, 413, 503) is refused as a plain HTTP error; once the stream has begun, a failure is its last event."""
+    loop = asyncio.get_running_loop()
+    tokens: asyncio.Queue[str] = asyncio.Queue()
+    task = asyncio.ensure_future(run(lambda text: loop.call_soon_threadsafe(tokens.put_nowait, text)))
+    getter = asyncio.ensure_future(tokens.get())
+    await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done() and not getter.done() and task.exception() is not None:
+        getter.cancel()
+        raise task.exception()  # type: ignore[misc]
+
+    async def events() -> AsyncIterator[str]:
+        nonlocal getter
+        while True:
+            done, _ = await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield frames.token(getter.result())
+                getter = asyncio.ensure_future(tokens.get())
+                continue
+            getter.cancel()
+            while not tokens.empty():
+                yield frames.token(tokens.get_nowait())
+            try:
+                reply = task.result()
+            except HTTPException as e:
+                yield frames.error(e.status_code, str(e.detail))
+                return
+            yield frames.final(reply)
+            return
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
 def _run_then_release(
-    answerer: Answerer, pending: threading.BoundedSemaphore, question: str, history: list, filters: dict, stages: bool
+    answerer: Answerer,
+    pending: threading.BoundedSemaphore,
+    question: str,
+    history: list,
+    filters: dict,
+    stages: bool,
+    on_token: Callable[[str], None] | None,
 ) -> dict[str, Any]:
     """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
     the pipeline until it finishes, so it still counts."""
     try:
-        return answerer.ask(question, history, filters, stages=stages)
+        return answerer.ask(question, history, filters, stages=stages, on_token=on_token)
     finally:
         pending.release()
 

@@ -32,14 +32,14 @@ import inspect
 import time
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx
 from haystack import Document, Pipeline
 from haystack.core.errors import PipelineConnectError
-from haystack.dataclasses import GeneratedAnswer
+from haystack.dataclasses import GeneratedAnswer, StreamingChunk
 from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -143,8 +143,24 @@ class BuiltPipeline:
                 seconds[name] = time.perf_counter() - start
         return seconds
 
-    def run(self, **inputs: Any) -> dict[str, dict[str, Any]]:
-        """Runs with golden-field inputs; returns the outputs of every view, the answer and the route component."""
+    @property
+    def streaming_components(self) -> tuple[str, ...]:
+        """The components upstream of the answer that take a `streaming_callback` (Haystack's chat generators)."""
+        if self.answer_output is None:
+            return ()
+        upstream = networkx.ancestors(self.pipeline.graph, self.answer_output.component)
+        return tuple(
+            name
+            for name in sorted(upstream)
+            if "streaming_callback" in self.pipeline.get_component(name).__haystack_input__._sockets_dict
+        )
+
+    def run(
+        self, streaming_callback: Callable[[StreamingChunk], None] | None = None, **inputs: Any
+    ) -> dict[str, dict[str, Any]]:
+        """Runs with golden-field inputs; returns the outputs of every view, the answer and the route component.
+
+        `streaming_callback` gets the answer generator's chunks as they are produced (none when it generates none)."""
         unknown = set(inputs) - set(self.inputs)
         if unknown:
             raise ValueError(f"pipeline '{self.name}' has no input(s) {sorted(unknown)}; inputs: {sorted(self.inputs)}")
@@ -152,6 +168,9 @@ class BuiltPipeline:
         for name, value in inputs.items():
             for socket in self.inputs[name]:
                 data.setdefault(socket.component, {})[socket.name] = value
+        if streaming_callback is not None:
+            for name in self.streaming_components:
+                data.setdefault(name, {})["streaming_callback"] = streaming_callback
         wanted = {s.component for s in (*self.views.values(), *self._answer_sockets)}
         wanted |= {self.route_component, self.rewriter, self.grader} - {None}
         return self.pipeline.run(data=data, include_outputs_from=wanted)
@@ -566,6 +585,8 @@ def _instantiate(cfg: Any, where: str, resources: dict[str, Any]) -> Any:
     params = _check_params(target, params, where)
     try:
         return target(**params)
+    except UserError:  # it names the key at fault itself
+        raise
     except Exception as e:
         raise PipelineConfigError(f"{where}: {cfg['_target_']} rejected its parameters: {e}") from e
 

@@ -62,7 +62,7 @@ class DamagedIndexError(ValueError):
 @dataclass(frozen=True)
 class IndexInfo:
     fingerprint: str
-    path: Path
+    path: Path  # the snapshot folder; for a server-side store, the collection's name
     cache_hit: bool
     chunks: int
     seconds: float

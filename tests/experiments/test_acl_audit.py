@@ -36,7 +36,7 @@ class LeakingAnswerer:
     def __init__(self, documents, leak: bool):
         self.documents, self.leak = documents, leak
 
-    def ask(self, question, history=None, filters=None, stages=False):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
         shown = self.documents if self.leak else [d for d in self.documents if d.id == "public.md"]
         refs = [{"chunk_id": f"{d.id}#0-10", "doc_id": d.id} for d in shown]
         return {"answer": shown[0].content, "refused": False, "citations": refs[:1], "documents": refs,

@@ -457,3 +457,11 @@ def test_adaptive_builds_with_every_router_and_retrieves_only_on_the_routes_that
     has_llm_router = router in ("llm", "cascade_llm")
     assert ("router" in built.llm_components) == has_llm_router
     assert {"decomposer", "planner"} <= built.llm_components
+
+
+@pytest.mark.parametrize(("overrides", "streamed"), [(["answer=llm"], ("generator",)), (["answer=span"], ()),
+                                                     (["pipeline=hybrid"], ())])
+def test_only_a_generating_answer_stage_streams(overrides, streamed, tmp_path):
+    """serve.py's stream=true hands the answer generator a streaming callback; span answers have none to give."""
+    built = build_pipeline(config(*overrides).pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+    assert built.streaming_components == streamed

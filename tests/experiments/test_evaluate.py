@@ -174,3 +174,24 @@ def test_span_less_documents_are_placed_in_the_corpus_or_counted_as_unlocated():
     assert m["context/unlocated_documents"] == 1.0 and m["retrieval/unlocated_documents"] == 1.0
     # the strip holds 40 of the quote's 75 characters: more than half, so it is credited, at its own span
     assert m["retrieval/recall_at_2"] == 1.0
+
+
+def test_the_diagnosis_reads_only_the_chunks_of_documents_holding_evidence(monkeypatch):
+    """One filtered lookup by doc_id: a server-side store (store=weaviate) is never read whole."""
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from experiments.runner import evidence_chunks
+
+    store = InMemoryDocumentStore()
+    store.write_documents(
+        [Document(id=f"{doc}#{i}", content=f"{doc} {i}", meta={"doc_id": doc}) for doc in "abc" for i in range(2)]
+    )
+    lookups = []
+    read = store.filter_documents
+    monkeypatch.setattr(store, "filter_documents", lambda filters=None: lookups.append(filters) or read(filters))
+    golden = [GoldenItem(id="q1", question="?", relevant_doc_ids=("a",)), GoldenItem(id="q2", question="?")]
+    assert {doc: [c.id for c in chunks] for doc, chunks in evidence_chunks(store, golden).items()} == {
+        "a": ["a#0", "a#1"]
+    }
+    assert lookups == [{"field": "meta.doc_id", "operator": "in", "value": ["a"]}]
+    assert evidence_chunks(store, golden[1:]) == {} and len(lookups) == 1

@@ -24,7 +24,7 @@ class RecordingAnswerer:
     def __init__(self, seconds: float = 0.0):
         self.calls, self.seconds = [], seconds
 
-    def ask(self, question, history=None, filters=None, stages=False):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
         self.calls.append({"question": question, "history": history, "filters": filters, "stages": stages})
         time.sleep(self.seconds)
         return {"answer": f"re: {question}", "refused": False, "citations": []}
@@ -112,7 +112,7 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
             super().__init__()
             self.error = error
 
-        def ask(self, question, history=None, filters=None, stages=False):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
             raise self.error
 
     broken = client(Failing(RuntimeError("boom"))).post("/query", json={"question": "q"}, headers=AUTH)
@@ -148,8 +148,8 @@ def test_the_chat_endpoint_takes_history_from_the_messages():
     reply = client(answerer).post("/v1/chat/completions", json={"model": "x", "messages": messages}, headers=AUTH)
     assert reply.json()["choices"][0]["message"] == {"role": "assistant", "content": "re: Hotel limit?"}
     assert answerer.calls[-1]["question"] == "Hotel limit?" and len(answerer.calls[-1]["history"]) == 3
-    streamed = client(answerer).post("/v1/chat/completions", json={"messages": messages, "stream": True}, headers=AUTH)
-    assert streamed.status_code == 400 and "streaming is not supported" in streamed.json()["detail"]
+    client(answerer).post("/v1/chat/completions", json={"messages": messages, "stream": True}, headers=AUTH)
+    assert answerer.calls[-1]["question"] == "Hotel limit?" and len(answerer.calls[-1]["history"]) == 3
 
 
 def test_header_auth_is_refused_off_loopback_unless_the_proxy_is_trusted():
@@ -175,7 +175,7 @@ def test_a_request_log_line_holds_latency_per_stage_and_text_only_in_debug(caplo
     caplog.set_level(logging.INFO, "ragtune.serve")
 
     class Timed(RecordingAnswerer):
-        def ask(self, question, history=None, filters=None, stages=False):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
             return super().ask(question, history, filters, stages) | {"stages_ms": {"bm25": 1.5, "fusion": 0.2}}
 
     answerer = Timed()
@@ -296,3 +296,81 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
     assert peak[0] == 1
     with pytest.raises(UserError, match="pipeline stub has no 'filters' input"):  # never dropped silently
         served.ask("q", filters={"field": "meta.tenant", "operator": "==", "value": "a"})
+
+
+class StreamingAnswerer(RecordingAnswerer):
+    """Hands its answer over in pieces, as a generator's streaming callback does, then replies; or fails midway."""
+
+    def __init__(self, pieces=("Fifteen ", "days", "."), fail: Exception | None = None):
+        super().__init__()
+        self.pieces, self.fail = pieces, fail
+
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+        for piece in self.pieces:
+            if on_token is not None:
+                on_token(piece)
+        if self.fail is not None:
+            raise self.fail
+        return {"answer": "".join(self.pieces), "refused": False, "citations": []}
+
+
+def events(response):
+    """(event, data) pairs of a server-sent event stream; OpenAI's chunks have no event name."""
+    parsed = []
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        data = lines["data"]
+        parsed.append((lines.get("event"), data if data == "[DONE]" else json.loads(data)))
+    return parsed
+
+
+def test_query_streams_tokens_then_the_verified_reply():
+    response = client(StreamingAnswerer()).post("/query", json={"question": "leave?", "stream": True}, headers=AUTH)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    stream = events(response)
+    assert [data["text"] for event, data in stream if event == "token"] == ["Fifteen ", "days", "."]
+    assert stream[-1][0] == "answer" and stream[-1][1]["answer"] == "Fifteen days." and stream[-1][1]["trace_id"]
+
+
+def test_chat_streams_openai_chunks_and_the_reply_in_the_last():
+    response = client(StreamingAnswerer()).post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": "leave?"}], "stream": True}, headers=AUTH
+    )
+    chunks = [data for _, data in events(response)]
+    assert chunks[-1] == "[DONE]"
+    assert [c["choices"][0]["delta"].get("content") for c in chunks[:3]] == ["Fifteen ", "days", "."]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant" and "role" not in chunks[1]["choices"][0]["delta"]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and chunks[-2]["ragtune"]["answer"] == "Fifteen days."
+    assert len({c["id"] for c in chunks[:-1]}) == 1 and all(c["object"] == "chat.completion.chunk" for c in chunks[:-1])
+
+
+def test_an_answerer_that_streams_nothing_still_streams_its_answer_as_one_chunk():
+    """Span and extractive answers generate no tokens: stream=true still works, the answer comes whole."""
+    response = client(RecordingAnswerer()).post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}], "stream": True}, headers=AUTH
+    )
+    chunks = [data for _, data in events(response)]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "re: q"} and chunks[-1] == "[DONE]"
+    stream = events(client(RecordingAnswerer()).post("/query", json={"question": "q", "stream": True}, headers=AUTH))
+    assert [event for event, _ in stream] == ["answer"]
+
+
+def test_a_refused_stream_is_a_plain_http_error_before_any_event():
+    assert client(StreamingAnswerer()).post("/query", json={"question": "q", "stream": True}).status_code == 401
+    long = client(StreamingAnswerer(), max_question_chars=3).post(
+        "/query", json={"question": "four", "stream": True}, headers=AUTH
+    )
+    assert long.status_code == 413 and "limit is 3" in long.json()["detail"]
+    failing = client(StreamingAnswerer(pieces=(), fail=UserError("no 'filters' input")))
+    assert failing.post("/query", json={"question": "q", "stream": True}, headers=AUTH).status_code == 400
+
+
+def test_a_failure_after_the_first_token_ends_the_stream_with_an_error_event(caplog):
+    answerer = StreamingAnswerer(fail=RuntimeError("boom"))
+    stream = events(client(answerer).post("/query", json={"question": "q", "stream": True}, headers=AUTH))
+    assert [event for event, _ in stream] == ["token", "token", "token", "error"]
+    assert stream[-1][1]["status"] == 500 and "trace_id" in stream[-1][1]["error"]
+    chat = client(answerer).post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}], "stream": True}, headers=AUTH
+    )
+    assert [data for _, data in events(chat)][-2]["error"]["code"] == 500

@@ -1,0 +1,181 @@
+"""`store=weaviate`: the index is a Weaviate collection named by the index fingerprint, searched on the server.
+
+A collection counts as a cached index only when its description holds the manifest of a finished build with this
+fingerprint and its object count matches the manifest; anything else under that name is a killed build's debris,
+dropped and rebuilt. Nothing here reads the whole collection back into this process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from haystack import Document
+
+from experiments.errors import UserError
+from pipelines.builder import build_pipeline
+from pipelines.ingest import IndexInfo, build_lock, remove_stale
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install -e '.[weaviate]' (scripts/setup.sh installs it)"
+# What a collection's description says while it is being filled; a finished build replaces it with its manifest.
+BUILDING = "ragtune: build in progress"
+PREFIX = re.compile(r"[A-Z][A-Za-z0-9_]*")
+# Filtered on by exact value, so `field` tokenisation: with Weaviate's default `word`, a filter on tenant `acme`
+# would also match a tenant `acme-labs`, and one on `en/a.md` would match `en/a.md.bak`.
+EXACT_TEXT = ("_original_id", "doc_id", "tenant", "file_path", "lang")
+EXACT_TEXT_ARRAYS = ("acl",)
+
+
+class WeaviateUnavailableError(UserError):
+    """No Weaviate to talk to: the package is missing, no URL is set, or the server does not answer."""
+
+
+def content_tokenization(language: str, tokenization: str | None) -> str:
+    """How Weaviate's BM25 splits `content`: `word` for English; `gse` segments Chinese words (and keeps Latin
+    words whole), so it also serves bilingual and auto-detected corpora."""
+    if tokenization:
+        return tokenization
+    return "word" if language == "en" else "gse"
+
+
+def collection_name(prefix: str, fingerprint: str) -> str:
+    """Weaviate collection names start with a capital letter and hold only letters, digits and underscores."""
+    if not PREFIX.fullmatch(prefix):
+        raise UserError(
+            f"config key 'store.collection_prefix': {prefix!r} must start with a capital letter and hold only "
+            "letters, digits and underscores (Weaviate's rule for collection names)"
+        )
+    return f"{prefix}_{fingerprint}"
+
+
+def collection_settings(name: str, tokenization: str) -> dict[str, Any]:
+    """The collection's schema, as WeaviateDocumentStore's `collection_settings` (Weaviate's REST form).
+
+    Vectors come from our embedder (`vectorizer: none`) and are compared by cosine, as the in-memory retriever
+    does. Null state is indexed because a public document is one whose `tenant` and `acl` are null. Metadata
+    fields not listed here are added by Weaviate's auto-schema when first written.
+    """
+    def text(field: str, tokenize: str, array: bool = False) -> dict[str, Any]:
+        return {"name": field, "dataType": ["text[]" if array else "text"], "tokenization": tokenize}
+
+    properties = [
+        text("content", tokenization),
+        *(text(field, "field") for field in EXACT_TEXT),
+        *(text(field, "field", array=True) for field in EXACT_TEXT_ARRAYS),
+        text("heading_path", tokenization, array=True),
+        {"name": "span", "dataType": ["int[]"]},
+        {"name": "blob_data", "dataType": ["blob"]},
+        {"name": "blob_mime_type", "dataType": ["text"]},
+        {"name": "score", "dataType": ["number"]},
+    ]
+    return {
+        "class": name,
+        "description": BUILDING,
+        "vectorizer": "none",
+        "vectorIndexConfig": {"distance": "cosine"},
+        "invertedIndexConfig": {"indexNullState": True},
+        "properties": properties,
+    }
+
+
+def weaviate_document_store(
+    url: str | None,
+    fingerprint: str,
+    collection_prefix: str = "Ragtune",
+    language: str = "auto",
+    tokenization: str | None = None,
+    grpc_port: int = 50051,
+    api_key_env: str | None = None,
+) -> Any:
+    """A WeaviateDocumentStore on the fingerprint's collection, connected now so that a missing package, URL or
+    server fails before any indexing, naming what to do."""
+    try:
+        from haystack.utils import Secret
+        from haystack_integrations.document_stores.weaviate import AuthApiKey, WeaviateDocumentStore
+    except ImportError:
+        raise WeaviateUnavailableError(f"store=weaviate needs weaviate-haystack: {INSTALL_HINT}") from None
+    if not url:
+        raise WeaviateUnavailableError(
+            "config key 'store.url': store=weaviate needs a server; set WEAVIATE_URL (or store.url), e.g. "
+            "http://localhost:8080 after `docker compose up -d weaviate`"
+        )
+    name = collection_name(collection_prefix, fingerprint)
+    auth = AuthApiKey(Secret.from_env_var(api_key_env)) if api_key_env else None
+    store = WeaviateDocumentStore(
+        url=url,
+        collection_settings=collection_settings(name, content_tokenization(language, tokenization)),
+        auth_client_secret=auth,
+        grpc_port=grpc_port,
+    )
+    try:
+        store.client  # noqa: B018 -- connects (and creates the collection when it is new)
+    except Exception as e:  # the client raises its own connection, auth and schema errors
+        raise WeaviateUnavailableError(f"store=weaviate: cannot use {url} (gRPC port {grpc_port}): {e}") from None
+    return store
+
+
+def read_manifest(store: Any) -> dict[str, Any] | None:
+    """The finished build's manifest in the collection's description; None while building or when unreadable."""
+    description = store.collection.config.get().description or ""
+    try:
+        manifest = json.loads(description)
+    except json.JSONDecodeError:
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("chunks"), int) else None
+
+
+def is_complete(manifest: Mapping[str, Any] | None, fingerprint: str, count: int) -> bool:
+    return manifest is not None and manifest.get("fingerprint") == fingerprint and manifest["chunks"] == count
+
+
+def build_collection(
+    documents: list[Document],
+    spec: Mapping[str, Any],
+    store: Any,
+    cache_dir: Path,
+    fingerprint: str,
+    lineage: str | None = None,
+    update: bool = False,
+) -> IndexInfo:
+    """The collection as it is when complete, else ingested into (after emptying it) and marked complete.
+
+    The build lock lives in `cache_dir`, so sweep jobs sharing it wait for one builder; jobs on other machines
+    need it on a shared filesystem, as for in-memory snapshots. `update` is refused before any work is done
+    (`check_collection_options`)."""
+    start = time.perf_counter()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale(cache_dir)
+    name = store.collection.name
+    with build_lock(cache_dir, fingerprint):
+        count = store.count_documents()
+        manifest = read_manifest(store)
+        if is_complete(manifest, fingerprint, count):
+            return IndexInfo(fingerprint, Path(name), True, count, time.perf_counter() - start)
+        damage = None
+        if count:
+            damage = f"collection {name} holds {count} objects but no finished build's manifest"
+            logger.warning("%s; emptying and rebuilding it", damage)
+            store.delete_all_documents()
+        ingest = build_pipeline(spec, {"store": store}, key="ingest")
+        ingest.warm_up()
+        ingest.run(documents=documents)
+        chunks = store.count_documents()
+        recorded = {"fingerprint": fingerprint, "lineage": lineage, "chunks": chunks, "documents": len(documents),
+                    "created": time.time()}
+        store.collection.config.update(description=json.dumps(recorded))
+    return IndexInfo(fingerprint, Path(name), False, chunks, time.perf_counter() - start, damage)
+
+
+def check_collection_options(update: bool) -> None:
+    if update:
+        raise UserError(
+            "config key 'ingest.update': incremental updates work on in-memory snapshots only; with store=weaviate "
+            "a changed corpus is a new collection (its fingerprint differs), built from scratch"
+        )
