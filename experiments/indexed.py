@@ -36,7 +36,12 @@ from pipelines.ingest import (
     load_snapshot,
     read_manifest,
 )
-from pipelines.weaviate_store import build_collection, check_collection_options, content_tokenization
+from pipelines.weaviate_store import (
+    build_collection,
+    check_collection_options,
+    content_tokenization,
+    open_collection,
+)
 
 # Stores whose index lives on a server: built there once per fingerprint, never snapshotted or read back whole.
 SERVER_STORES = ("weaviate",)
@@ -78,6 +83,8 @@ class IndexedPipeline:
     def index(self) -> IndexInfo:
         """Fills the store from the index cache, or builds the index (and caches it); a shipped snapshot is only
         read."""
+        if self.spec is None and self.server_side:
+            return open_collection(self.store, self.index_dir)
         if self.spec is None:
             start = time.perf_counter()
             chunks = load_snapshot(self.index_dir, self.store)

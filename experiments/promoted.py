@@ -5,7 +5,8 @@
     config.resolved.yaml   the run's resolved config, for the record
     pipeline.yaml          the Haystack pipeline the run logged, for the record
     identities.json        the index fingerprint and every model's identity, as the run recorded them
-    index/<fingerprint>/   the index snapshot: chunks, embeddings, manifest, and the BM25 index beside them
+    index/<fingerprint>/   the index snapshot: chunks, embeddings, manifest, and the BM25 index beside them; for
+                           store=weaviate only the manifest of the collection build the run evaluated
     files/                 the project files the config reads (`${project_path:...}`), e.g. the k-NN examples
 
 Loading refuses a bundle whose models are not the ones evaluated (another package version, a retrained grader),
@@ -33,7 +34,7 @@ from experiments.errors import UserError
 from experiments.evaluate import answer_fields, request_inputs
 from experiments.grading_metrics import grading_record
 from experiments.identities import TAG_PREFIX
-from experiments.indexed import SERVER_STORES, IndexedPipeline, prepare_pipeline
+from experiments.indexed import IndexedPipeline, prepare_pipeline
 from experiments.portable import PORTABLE_CONFIG, project_files, relocated
 from experiments.tracing import timing_components
 from pipelines.ingest import LAST_USED, MANIFEST
@@ -59,12 +60,6 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     fingerprint = run.data.tags.get("ragtune.index_fingerprint")
     if not fingerprint:
         raise PromotionError(f"run {run_id} recorded no index (tag ragtune.index_fingerprint): it did not finish indexing")
-    store = OmegaConf.select(OmegaConf.create(resolved), "store.kind")
-    if store in SERVER_STORES:
-        raise PromotionError(
-            f"run {run_id} indexed into store={store}: a bundle ships an index snapshot, and a server-side "
-            "collection has none; promoting and serving such runs is not supported yet"
-        )
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG).write_text(portable, encoding="utf-8")
     (out / RESOLVED).write_text(resolved, encoding="utf-8")

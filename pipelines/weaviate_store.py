@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -19,7 +20,8 @@ from haystack import Document
 
 from experiments.errors import UserError
 from pipelines.builder import build_pipeline
-from pipelines.ingest import IndexInfo, build_lock, remove_stale
+from pipelines.ingest import MANIFEST, IndexInfo, build_lock, remove_stale
+from pipelines.ingest import read_manifest as read_snapshot_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +159,7 @@ def build_collection(
         count = store.count_documents()
         manifest = read_manifest(store)
         if is_complete(manifest, fingerprint, count):
+            record_collection(cache_dir / fingerprint, manifest | {"collection": name})
             return IndexInfo(fingerprint, Path(name), True, count, time.perf_counter() - start)
         damage = None
         if count:
@@ -170,7 +173,34 @@ def build_collection(
         recorded = {"fingerprint": fingerprint, "lineage": lineage, "chunks": chunks, "documents": len(documents),
                     "created": time.time()}
         store.collection.config.update(description=json.dumps(recorded))
+        record_collection(cache_dir / fingerprint, recorded | {"collection": name})
     return IndexInfo(fingerprint, Path(name), False, chunks, time.perf_counter() - start, damage)
+
+
+def record_collection(path: Path, manifest: dict[str, Any]) -> None:
+    """Where a snapshot would be, a manifest naming the finished collection and its build: promotion ships it, so
+    a served model opens exactly the build it was evaluated on (`open_collection`)."""
+    path.mkdir(parents=True, exist_ok=True)
+    staged = path / f".{MANIFEST}.{os.getpid()}"
+    staged.write_text(json.dumps(manifest | {"embeddings": True, "store": "weaviate"}, indent=2), encoding="utf-8")
+    os.replace(staged, path / MANIFEST)
+
+
+def open_collection(store: Any, record_dir: Path) -> IndexInfo:
+    """A promoted run's collection, checked against the record its bundle ships: the same build, still whole."""
+    start = time.perf_counter()
+    record = read_snapshot_manifest(record_dir)
+    name, count = store.collection.name, store.count_documents()
+    found = read_manifest(store)
+    if found is None or found.get("created") != record.get("created") or not is_complete(
+        found, record["fingerprint"], count
+    ):
+        raise UserError(
+            f"collection {name}: not the build this model was evaluated on (it holds {count} objects; the run "
+            f"indexed {record['chunks']} at {record.get('created')}); rerun the run's config to rebuild it, then "
+            "evaluate and promote again"
+        )
+    return IndexInfo(record["fingerprint"], Path(name), True, count, time.perf_counter() - start)
 
 
 def check_collection_options(update: bool) -> None:

@@ -215,6 +215,8 @@ def test_hybrid_on_weaviate_indexes_once_and_keeps_tenants_apart(weaviate_cfg):
     again = prepare_pipeline(weaviate_cfg)
     info = again.index()
     assert info.cache_hit and info.chunks == chunks and again.store.collection.name == first.store.collection.name
+    served = prepare_pipeline(weaviate_cfg, snapshot=first.index_dir)  # as a promoted bundle opens it
+    assert served.source is None and served.index().chunks == chunks
     principal = Principal("acme")
     scope = visible_filter(principal)
     for item in first.dataset.golden[:20]:
@@ -237,3 +239,22 @@ def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
     assert weaviate["image"].rsplit(":", 1)[1].count(".") == 2  # an exact release, never `latest`
     assert weaviate["environment"]["ENABLE_TOKENIZER_GSE"] == "true"
     assert all(port.startswith("127.0.0.1:") for service in services.values() for port in service["ports"])
+
+
+def test_a_build_leaves_a_record_promotion_ships_and_serving_checks(tmp_path):
+    """The bundle's index folder names the collection build; a rebuilt or emptied collection is not served."""
+    from experiments.indexed import snapshot_fingerprint
+    from pipelines.weaviate_store import open_collection
+
+    store = RecordingStore(BUILDING)
+    build_collection([Document(content="a"), Document(content="b")], spec(), store, tmp_path, "fp")
+    record = tmp_path / "fp"
+    assert snapshot_fingerprint(record) == "fp" and json.loads((record / "manifest.json").read_text())["chunks"] == 2
+    assert open_collection(store, record).chunks == 2
+    store.description = json.dumps(json.loads(store.description) | {"created": 1.0})  # rebuilt since
+    with pytest.raises(UserError, match="not the build this model was evaluated on"):
+        open_collection(store, record)
+    store.description, store.objects = json.loads((record / "manifest.json").read_text()), 1
+    store.description = json.dumps(store.description)
+    with pytest.raises(UserError, match="holds 1 objects"):
+        open_collection(store, record)
