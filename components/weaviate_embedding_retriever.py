@@ -75,16 +75,8 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = cosine similarity.
         """
-        filters, top_k = scoped_request(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        if top_k == 0:
-            return {"documents": []}
-        found = self._document_store._embedding_retrieval(
-            query_embedding=query_embedding,
-            filters=filters,
-            top_k=top_k,
-            distance=self._distance,
-            certainty=self._certainty,
-        )
+        search = self._search(query_embedding, filters, top_k)
+        found = self._document_store._embedding_retrieval(**search) if search else []
         return {"documents": [as_cosine(doc) for doc in found]}
 
     @component.output_types(documents=list[Document])
@@ -92,14 +84,16 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
+        search = self._search(query_embedding, filters, top_k)
+        found = await self._document_store._embedding_retrieval_async(**search) if search else []
+        return {"documents": [as_cosine(doc) for doc in found]}
+
+    def _search(
+        self, query_embedding: list[float], filters: dict[str, Any] | None, top_k: int | None
+    ) -> dict[str, Any] | None:
+        """The store's search arguments under our contract; None when top_k is 0 (nothing to ask for)."""
         filters, top_k = scoped_request(self._filter_policy, self._filters, self._top_k, filters, top_k)
         if top_k == 0:
-            return {"documents": []}
-        found = await self._document_store._embedding_retrieval_async(
-            query_embedding=query_embedding,
-            filters=filters,
-            top_k=top_k,
-            distance=self._distance,
-            certainty=self._certainty,
-        )
-        return {"documents": [as_cosine(doc) for doc in found]}
+            return None
+        return {"query_embedding": query_embedding, "filters": filters, "top_k": top_k,
+                "distance": self._distance, "certainty": self._certainty}
