@@ -59,14 +59,17 @@ def top_indices(scores: np.ndarray, top_k: int, floor: float) -> np.ndarray:
     return candidates[np.lexsort((candidates, -scores[candidates]))][:top_k]
 
 
-def scoped_request(
+def scoped_search(
     policy: FilterPolicy,
     init_filters: dict[str, Any] | None,
     default_top_k: int,
     filters: dict[str, Any] | None,
     top_k: int | None,
-) -> tuple[dict[str, Any] | None, int]:
-    """A query's filters and top_k under every retriever's contract: merge only narrows, 0 means none."""
+) -> dict[str, Any] | None:
+    """A query's `filters` and `top_k` under every retriever's contract (merge only narrows), as search arguments;
+    None when top_k is 0, so that nothing is asked for."""
     top_k = default_top_k if top_k is None else top_k
     check_top_k(top_k, allow_zero=True)
-    return effective_filters(policy, init_filters or None, filters), top_k
+    if top_k == 0:
+        return None
+    return {"filters": effective_filters(policy, init_filters or None, filters), "top_k": top_k}

@@ -8,7 +8,7 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateBM25Retriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_request
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
 
 
 @component
@@ -61,10 +61,8 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's BM25 score.
         """
-        filters, top_k = scoped_request(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        if top_k == 0:
-            return {"documents": []}
-        found = self._document_store._bm25_retrieval(query=query, filters=filters, top_k=top_k)
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        found = self._document_store._bm25_retrieval(query=query, **search) if search else []
         return {"documents": [replace(doc, embedding=None) for doc in found]}
 
     @component.output_types(documents=list[Document])
@@ -72,8 +70,6 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
-        filters, top_k = scoped_request(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        if top_k == 0:
-            return {"documents": []}
-        found = await self._document_store._bm25_retrieval_async(query=query, filters=filters, top_k=top_k)
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        found = await self._document_store._bm25_retrieval_async(query=query, **search) if search else []
         return {"documents": [replace(doc, embedding=None) for doc in found]}

@@ -8,7 +8,7 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateEmbeddingRetriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_request
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
 
 
 def as_cosine(document: Document) -> Document:
@@ -92,8 +92,7 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         self, query_embedding: list[float], filters: dict[str, Any] | None, top_k: int | None
     ) -> dict[str, Any] | None:
         """The store's search arguments under our contract; None when top_k is 0 (nothing to ask for)."""
-        filters, top_k = scoped_request(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        if top_k == 0:
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        if search is None:
             return None
-        return {"query_embedding": query_embedding, "filters": filters, "top_k": top_k,
-                "distance": self._distance, "certainty": self._certainty}
+        return search | {"query_embedding": query_embedding, "distance": self._distance, "certainty": self._certainty}

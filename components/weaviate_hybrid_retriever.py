@@ -8,7 +8,7 @@ from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 from weaviate.classes.query import HybridFusion
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_request
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
 
 FUSIONS = {"ranked": HybridFusion.RANKED, "relative_score": HybridFusion.RELATIVE_SCORE}
 
@@ -95,8 +95,8 @@ class FusionWeaviateHybridRetriever:
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's fused score.
         """
-        filters, top_k = scoped_request(self.filter_policy, self.filters, self.top_k, filters, top_k)
-        if top_k == 0:
+        search = scoped_search(self.filter_policy, self.filters, self.top_k, filters, top_k)
+        if search is None:
             return {"documents": []}
         collection = self.document_store.collection
         if self._properties is None:  # the schema is fixed once the collection is built: read once, not per query
@@ -106,8 +106,8 @@ class FusionWeaviateHybridRetriever:
             vector=query_embedding,
             alpha=self.alpha,
             fusion_type=FUSIONS[self.fusion_type],
-            filters=convert_filters(filters) if filters else None,
-            limit=top_k,
+            filters=convert_filters(search["filters"]) if search["filters"] else None,
+            limit=search["top_k"],
             query_properties=["content"],
             return_properties=self._properties,
             return_metadata=["score"],

@@ -27,6 +27,7 @@ Everything is checked before any component does work, and every error names the 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import time
@@ -143,7 +144,7 @@ class BuiltPipeline:
                 seconds[name] = time.perf_counter() - start
         return seconds
 
-    @property
+    @functools.cached_property
     def streaming_components(self) -> tuple[str, ...]:
         """The components upstream of the answer that take a `streaming_callback` (Haystack's chat generators)."""
         if self.answer_output is None:

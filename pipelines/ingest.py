@@ -227,9 +227,7 @@ def build_index(
     """
     start = time.perf_counter()
     path = cache_dir / fingerprint
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale(cache_dir)
-    with build_lock(cache_dir, fingerprint):
+    with exclusive_build(cache_dir, fingerprint):
         damage = None
         if (path / MANIFEST).exists():
             try:
@@ -287,6 +285,15 @@ def plan_update(cache_dir: Path, lineage: str, hashes: Mapping[str, str]) -> Upd
     _, base, before = max(candidates)
     reused = frozenset(doc_id for doc_id, digest in hashes.items() if before.get(doc_id) == digest)
     return UpdatePlan(base, reused, frozenset(hashes) - reused, frozenset(before) - frozenset(hashes))
+
+
+@contextmanager
+def exclusive_build(cache_dir: Path, fingerprint: str) -> Iterator[None]:
+    """One builder per fingerprint across processes, after clearing what killed builds left in `cache_dir`."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale(cache_dir)
+    with build_lock(cache_dir, fingerprint):
+        yield
 
 
 @contextmanager

@@ -20,8 +20,7 @@ from haystack import Document
 
 from experiments.errors import UserError
 from pipelines.builder import build_pipeline
-from pipelines.ingest import MANIFEST, IndexInfo, build_lock, remove_stale
-from pipelines.ingest import read_manifest as read_snapshot_manifest
+from pipelines.ingest import MANIFEST, IndexInfo, exclusive_build, read_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def weaviate_document_store(
     return store
 
 
-def read_manifest(store: Any) -> dict[str, Any] | None:
+def collection_manifest(store: Any) -> dict[str, Any] | None:
     """The finished build's manifest in the collection's description; None while building or when unreadable."""
     description = store.collection.config.get().description or ""
     try:
@@ -152,12 +151,10 @@ def build_collection(
     need it on a shared filesystem, as for in-memory snapshots. `update` is refused before any work is done
     (`check_collection_options`)."""
     start = time.perf_counter()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale(cache_dir)
     name = store.collection.name
-    with build_lock(cache_dir, fingerprint):
+    with exclusive_build(cache_dir, fingerprint):
         count = store.count_documents()
-        manifest = read_manifest(store)
+        manifest = collection_manifest(store)
         if is_complete(manifest, fingerprint, count):
             record_collection(cache_dir / fingerprint, manifest | {"collection": name})
             return IndexInfo(fingerprint, Path(name), True, count, time.perf_counter() - start)
@@ -189,9 +186,9 @@ def record_collection(path: Path, manifest: dict[str, Any]) -> None:
 def open_collection(store: Any, record_dir: Path) -> IndexInfo:
     """A promoted run's collection, checked against the record its bundle ships: the same build, still whole."""
     start = time.perf_counter()
-    record = read_snapshot_manifest(record_dir)
+    record = read_manifest(record_dir)
     name, count = store.collection.name, store.count_documents()
-    found = read_manifest(store)
+    found = collection_manifest(store)
     if found is None or found.get("created") != record.get("created") or not is_complete(
         found, record["fingerprint"], count
     ):
