@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DocumentStore
 
 from components.e5_document_embedder import E5DocumentEmbedder
@@ -79,6 +80,12 @@ class E5Reranker:
         self._queries.warm_up()
         self._passages.warm_up()
         if self.document_store is None or self._store_checked:
+            return
+        if not isinstance(self.document_store, InMemoryDocumentStore):
+            # A server's collection (store=weaviate) is never read whole: candidates are embedded on first sight
+            # and kept under index_dir, as for an index of another model.
+            self._store_checked = True
+            self._vectors.update(self._saved_vectors())
             return
         indexed = self.document_store.filter_documents()
         if not indexed:

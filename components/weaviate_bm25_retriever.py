@@ -8,7 +8,8 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateBM25Retriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.retrieval import check_top_k, filter_policy_of
+from components.weaviate_search import refused_filters, weaviate_search
 
 
 @component
@@ -61,8 +62,11 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's BM25 score.
         """
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        found = self._document_store._bm25_retrieval(query=query, **search) if search else []
+        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        if not search:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = self._document_store._bm25_retrieval(query=query, **search)
         return {"documents": [replace(doc, embedding=None) for doc in found]}
 
     @component.output_types(documents=list[Document])
@@ -70,6 +74,9 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
-        found = await self._document_store._bm25_retrieval_async(query=query, **search) if search else []
+        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        if not search:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = await self._document_store._bm25_retrieval_async(query=query, **search)
         return {"documents": [replace(doc, embedding=None) for doc in found]}

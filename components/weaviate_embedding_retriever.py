@@ -8,7 +8,8 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateEmbeddingRetriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.retrieval import check_top_k, filter_policy_of
+from components.weaviate_search import refused_filters, weaviate_search
 
 
 def as_cosine(document: Document) -> Document:
@@ -76,7 +77,10 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         :returns: `documents`: best first, `score` = cosine similarity.
         """
         search = self._search(query_embedding, filters, top_k)
-        found = self._document_store._embedding_retrieval(**search) if search else []
+        if not search:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = self._document_store._embedding_retrieval(**search)
         return {"documents": [as_cosine(doc) for doc in found]}
 
     @component.output_types(documents=list[Document])
@@ -85,14 +89,17 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
         search = self._search(query_embedding, filters, top_k)
-        found = await self._document_store._embedding_retrieval_async(**search) if search else []
+        if not search:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = await self._document_store._embedding_retrieval_async(**search)
         return {"documents": [as_cosine(doc) for doc in found]}
 
     def _search(
         self, query_embedding: list[float], filters: dict[str, Any] | None, top_k: int | None
     ) -> dict[str, Any] | None:
         """The store's search arguments under our contract; None when top_k is 0 (nothing to ask for)."""
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
         if search is None:
             return None
         return search | {"query_embedding": query_embedding, "distance": self._distance, "certainty": self._certainty}

@@ -8,7 +8,8 @@ from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 from weaviate.classes.query import HybridFusion
 
-from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.retrieval import check_top_k, filter_policy_of
+from components.weaviate_search import refused_filters, weaviate_search
 
 FUSIONS = {"ranked": HybridFusion.RANKED, "relative_score": HybridFusion.RELATIVE_SCORE}
 
@@ -95,21 +96,22 @@ class FusionWeaviateHybridRetriever:
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's fused score.
         """
-        search = scoped_search(self.filter_policy, self.filters, self.top_k, filters, top_k)
+        search = weaviate_search(self.filter_policy, self.filters, self.top_k, filters, top_k)
         if search is None:
             return {"documents": []}
         collection = self.document_store.collection
         if self._properties is None:  # the schema is fixed once the collection is built: read once, not per query
             self._properties = [p.name for p in collection.config.get().properties]
-        result = collection.query.hybrid(
-            query=query,
-            vector=query_embedding,
-            alpha=self.alpha,
-            fusion_type=FUSIONS[self.fusion_type],
-            filters=convert_filters(search["filters"]) if search["filters"] else None,
-            limit=search["top_k"],
-            query_properties=["content"],
-            return_properties=self._properties,
-            return_metadata=["score"],
-        )
+        with refused_filters(search["filters"]):
+            result = collection.query.hybrid(
+                query=query,
+                vector=query_embedding,
+                alpha=self.alpha,
+                fusion_type=FUSIONS[self.fusion_type],
+                filters=convert_filters(search["filters"]) if search["filters"] else None,
+                limit=search["top_k"],
+                query_properties=["content"],
+                return_properties=self._properties,
+                return_metadata=["score"],
+            )
         return {"documents": [WeaviateDocumentStore._to_document(found) for found in result.objects]}

@@ -122,7 +122,7 @@ def prepare_pipeline(
         dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
         embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
         spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
-        store_id = store_identity(cfg.store)
+        store_id = store_identity(cfg.store, dataset.language)
         fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, store_id)
         lineage = index_fingerprint(None, spec, embedder, store_id)
         cache_dir = Path(cfg.ingest.cache_dir)
@@ -131,7 +131,8 @@ def prepare_pipeline(
     store: DocumentStore = instantiate_component(
         {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"},
         "store",
-        {"fingerprint": fingerprint},
+        # A promoted run's collection exists already: the language would only shape a new one's schema.
+        {"fingerprint": fingerprint, "language": dataset.language if dataset else "mixed"},
     )
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
@@ -139,10 +140,11 @@ def prepare_pipeline(
     return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update, server_side)
 
 
-def store_identity(store: DictConfig) -> str:
-    """What of the store changes the index's content: its kind and, on Weaviate, how BM25 tokenises `content`."""
+def store_identity(store: DictConfig, language: str) -> str:
+    """What of the store changes the index's content: its kind and, on Weaviate, how BM25 tokenises `content`
+    (by the corpus `language` as the dataset resolved it)."""
     if store.kind == "weaviate":
-        return f"weaviate:{content_tokenization(store.language, store.tokenization)}"
+        return f"weaviate:{content_tokenization(language, store.tokenization)}"
     return str(store.kind)
 
 

@@ -43,6 +43,8 @@ from pipelines.ingest import IndexInfo
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
 UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
+# Evidence documents per filtered lookup: at the 400-chunk documents of a long PDF corpus, 16 stay under 9,999.
+EVIDENCE_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -273,15 +275,19 @@ def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
     return ragas_embeddings(embedder)
 
 
-def evidence_chunks(store: DocumentStore, golden: Sequence[GoldenItem]) -> dict[str, list[Document]]:
+def evidence_chunks(
+    store: DocumentStore, golden: Sequence[GoldenItem], batch: int = EVIDENCE_BATCH
+) -> dict[str, list[Document]]:
     """The chunks of the documents holding golden evidence, by source doc, so the diagnosis can ask whether any
-    chunk covers it. One filtered lookup: a server-side store is never read whole."""
+    chunk covers it. Filtered lookups of `batch` documents at a time: a server-side store is never read whole, and
+    no lookup reaches Weaviate's cap on one filtered query (weaviate-haystack pages by 9,999 objects, and a stock
+    server refuses any page past its 10,000th result)."""
     doc_ids = sorted(set().union(*(evidence_doc_ids(item) for item in golden)))
     chunks: dict[str, list[Document]] = {}
-    if not doc_ids:
-        return chunks
-    for chunk in store.filter_documents({"field": "meta.doc_id", "operator": "in", "value": doc_ids}):
-        chunks.setdefault(str(chunk.meta.get("doc_id")), []).append(chunk)
+    for start in range(0, len(doc_ids), batch):
+        wanted = doc_ids[start : start + batch]
+        for chunk in store.filter_documents({"field": "meta.doc_id", "operator": "in", "value": wanted}):
+            chunks.setdefault(str(chunk.meta.get("doc_id")), []).append(chunk)
     return chunks
 
 

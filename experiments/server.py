@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from haystack.errors import FilterError
 from pydantic import BaseModel, ConfigDict
 
 from experiments.config import ConfigError
@@ -135,10 +136,11 @@ def create_app(
         except TimeoutError:
             status = 504
             raise HTTPException(504, f"timed out after {limits.timeout_s} s") from None
-        except UserError as e:  # e.g. filters a pipeline cannot apply: the request's fault, said in one line
-            status = 400
-            raise HTTPException(400, str(e)) from None
-        except Exception:
+        except Exception as e:
+            fault = request_fault(e)
+            if fault is not None:  # e.g. filters the store cannot apply: the request's fault, said in one line
+                status = 400
+                raise HTTPException(400, fault) from None
             status = 500
             logger.exception("trace %s failed", trace_id)
             raise HTTPException(500, f"internal error (trace_id {trace_id})") from None
@@ -255,6 +257,16 @@ async def streamed(
             return
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def request_fault(error: BaseException | None) -> str | None:
+    """The message of the UserError or FilterError behind `error`, which Haystack wraps in PipelineRuntimeError
+    when a component raises it; None for any other failure (the server's)."""
+    while error is not None:
+        if isinstance(error, UserError | FilterError):
+            return str(error)
+        error = error.__cause__
+    return None
 
 
 def _run_then_release(

@@ -18,6 +18,7 @@ from typing import Any
 
 from haystack import Document
 
+from components.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
 from experiments.errors import UserError
 from pipelines.builder import build_pipeline
 from pipelines.ingest import MANIFEST, IndexInfo, exclusive_build, read_manifest
@@ -28,22 +29,24 @@ INSTALL_HINT = "pip install -e '.[weaviate]' (scripts/setup.sh installs it)"
 # What a collection's description says while it is being filled; a finished build replaces it with its manifest.
 BUILDING = "ragtune: build in progress"
 PREFIX = re.compile(r"[A-Z][A-Za-z0-9_]*")
-# Filtered on by exact value, so `field` tokenisation: with Weaviate's default `word`, a filter on tenant `acme`
-# would also match a tenant `acme-labs`, and one on `en/a.md` would match `en/a.md.bak`.
-EXACT_TEXT = ("_original_id", "doc_id", "tenant", "file_path", "lang")
-EXACT_TEXT_ARRAYS = ("acl",)
 
 
 class WeaviateUnavailableError(UserError):
     """No Weaviate to talk to: the package is missing, no URL is set, or the server does not answer."""
 
 
+# Weaviate's tokenizer per corpus language (as the dataset resolves it). `gse_ch` segments Chinese words with gse's
+# Chinese dictionary (`gse` is its Japanese one) but cuts Latin words into letters (weaviate/weaviate#6115), and
+# Weaviate has no tokenizer that does both, so a bilingual corpus gets `trigram`: it serves both scripts, though a
+# query of fewer than three letters finds nothing.
+TOKENIZATIONS = {"en": "word", "zh": "gse_ch", "mixed": "trigram"}
+
+
 def content_tokenization(language: str, tokenization: str | None) -> str:
-    """How Weaviate's BM25 splits `content`: `word` for English; `gse` segments Chinese words (and keeps Latin
-    words whole), so it also serves bilingual and auto-detected corpora."""
+    """How Weaviate's BM25 splits `content`: `store.tokenization` when set, else by the corpus language."""
     if tokenization:
         return tokenization
-    return "word" if language == "en" else "gse"
+    return TOKENIZATIONS.get(language, TOKENIZATIONS["mixed"])
 
 
 def collection_name(prefix: str, fingerprint: str) -> str:
@@ -118,8 +121,19 @@ def weaviate_document_store(
     try:
         store.client  # noqa: B018 -- connects (and creates the collection when it is new)
     except Exception as e:  # the client raises its own connection, auth and schema errors
-        raise WeaviateUnavailableError(f"store=weaviate: cannot use {url} (gRPC port {grpc_port}): {e}") from None
+        if not lost_creation_race(store, name):
+            raise WeaviateUnavailableError(f"store=weaviate: cannot use {url} (gRPC port {grpc_port}): {e}") from None
     return store
+
+
+def lost_creation_race(store: Any, name: str) -> bool:
+    """Whether connecting failed only because another sweep job created the collection between the client's
+    existence check and its own create (before either holds the build lock): then the store is ready to use."""
+    client = store._client  # set once connected, before the collection is created
+    try:
+        return client is not None and client.is_connected() and client.collections.exists(name)
+    except Exception:  # the server went away too: the caller reports the first error
+        return False
 
 
 def collection_manifest(store: Any) -> dict[str, Any] | None:
@@ -159,8 +173,11 @@ def build_collection(
             record_collection(cache_dir / fingerprint, manifest | {"collection": name})
             return IndexInfo(fingerprint, Path(name), True, count, time.perf_counter() - start)
         damage = None
+        # Unfinished until this build ends: a killed rebuild must not leave an earlier manifest standing.
+        store.collection.config.update(description=BUILDING)
         if count:
-            damage = f"collection {name} holds {count} objects but no finished build's manifest"
+            recorded = f"its build recorded {manifest['chunks']}" if manifest else "no finished build's manifest"
+            damage = f"collection {name} holds {count} objects but {recorded}"
             logger.warning("%s; emptying and rebuilding it", damage)
             store.delete_all_documents()
         ingest = build_pipeline(spec, {"store": store}, key="ingest")

@@ -109,5 +109,23 @@ def read_meta_file(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
             raise DatasetError(
                 f"{path}:{number}: duplicate doc_id {doc_id!r} (first on line {entries[doc_id][0]})"
             )
+        check_access_meta(record, f"{path}:{number}")
         entries[doc_id] = (number, record)
     return entries
+
+
+def check_access_meta(meta: Mapping[str, Any], where: str) -> None:
+    """`tenant` a non-empty string and `acl` a non-empty list of them, or absent (null).
+
+    An empty value would mean one thing in memory and another on a server: Weaviate stores `""` and `[]` as null,
+    so a document meant for no one would become public there."""
+    tenant, acl = meta.get("tenant"), meta.get("acl")
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+        raise DatasetError(f'{where}: "tenant" must be a non-empty string, or left out for a public document')
+    if acl is not None and (
+        not isinstance(acl, list) or not acl or not all(isinstance(g, str) and g.strip() for g in acl)
+    ):
+        raise DatasetError(
+            f'{where}: "acl" must be a non-empty list of group names, or left out so that the whole tenant sees '
+            "the document"
+        )

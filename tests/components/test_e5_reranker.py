@@ -119,3 +119,21 @@ def test_serialisation_is_exact_and_round_trips():
                             "index_dir": "/idx"},
     }
     assert E5Reranker.from_dict(data).to_dict() == data
+
+
+class ServerStore:
+    """Control flow only: a store of another process (store=weaviate), which must never be read whole."""
+
+    def filter_documents(self, filters=None):
+        raise AssertionError("read the whole collection")
+
+
+def test_a_server_side_store_is_never_read_whole(tmp_path):
+    first = E5Reranker(document_store=ServerStore(), index_dir=str(tmp_path))
+    first.warm_up()
+    assert not first.reused_store_vectors
+    ranked = first.run(query="员工有几天年假？", documents=CHUNKS)["documents"]
+    assert ranked[0].id == "leave"
+    again = E5Reranker(document_store=ServerStore(), index_dir=str(tmp_path))
+    again.warm_up()  # the candidates embedded above are read back from index_dir
+    assert set(again._vectors) == {d.id for d in CHUNKS}

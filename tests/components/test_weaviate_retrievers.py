@@ -7,6 +7,7 @@ from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
 from components.weaviate_bm25_retriever import ScopedWeaviateBM25Retriever
 from components.weaviate_embedding_retriever import ScopedWeaviateEmbeddingRetriever, as_cosine
+from components.weaviate_search import weaviate_filters
 
 TENANT = {"field": "meta.tenant", "operator": "==", "value": "acme"}
 OTHER = {"field": "meta.tenant", "operator": "==", "value": "globex"}
@@ -42,12 +43,12 @@ def kind(request):
 def test_merge_ands_a_request_filter_on_the_same_field_instead_of_replacing(store, kind):
     """Haystack's merge would send only `globex` here; ours sends both, so a request cannot widen the scope."""
     run(kind(document_store=store, filters=TENANT), filters=OTHER)
-    assert store.calls[-1]["filters"] == {"operator": "AND", "conditions": [TENANT, OTHER]}
+    assert store.calls[-1]["filters"] == weaviate_filters({"operator": "AND", "conditions": [TENANT, OTHER]})
 
 
 def test_replace_and_no_filters_pass_through(store, kind):
     run(kind(document_store=store, filters=TENANT, filter_policy="replace"), filters=OTHER)
-    assert store.calls[-1]["filters"] == OTHER
+    assert store.calls[-1]["filters"] == weaviate_filters(OTHER)
     run(kind(document_store=store))
     assert store.calls[-1]["filters"] is None
 
@@ -103,7 +104,7 @@ def test_the_hybrid_retriever_passes_fusion_type_alpha_and_merged_filters():
     documents = retriever.run(query="leave", query_embedding=[1.0, 0.0], filters=OTHER)["documents"]
     call = collection.calls[-1]
     assert call["fusion_type"] == HybridFusion.RANKED and call["alpha"] == 0.3 and call["limit"] == 10
-    assert {leaf.value for leaf in call["filters"].filters} == {"acme", "globex"}  # both, ANDed
+    assert {tuple(leaf.value) for leaf in call["filters"].filters} == {("acme",), ("globex",)}  # both, ANDed
     assert [(d.id, d.score, d.embedding) for d in documents] == [("a", 0.7, None)]
     assert retriever.run(query="q", query_embedding=[1.0], top_k=0)["documents"] == [] and len(collection.calls) == 1
     again = FusionWeaviateHybridRetriever.from_dict(retriever.to_dict())
@@ -121,3 +122,20 @@ def test_weaviate_hybrid_on_the_in_memory_store_names_what_it_needs(tmp_path):
     with pytest.raises(PipelineConfigError, match=r"components.hybrid.*store=weaviate"):
         build_pipeline(composed("pipeline=weaviate_hybrid").pipeline,
                        {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+
+
+def test_a_filter_the_server_refuses_is_a_filter_error_naming_it(store, kind, monkeypatch):
+    """A field the collection lacks is the request's fault (serve.py answers 400), not a client traceback."""
+    from haystack.errors import FilterError
+    from weaviate.exceptions import WeaviateQueryError
+
+    def refuse(**kwargs):
+        raise WeaviateQueryError("no such prop with name 'colour' found in class 'Ragtune_x'", "gRPC")
+
+    monkeypatch.setattr(store, "_bm25_retrieval", refuse)
+    monkeypatch.setattr(store, "_embedding_retrieval", refuse)
+    colour = {"field": "meta.colour", "operator": "==", "value": "red"}
+    with pytest.raises(FilterError, match=r"Weaviate refused the query's filters .*meta.colour.*no such prop"):
+        run(kind(document_store=store), filters=colour)
+    with pytest.raises(WeaviateQueryError):  # without filters it is the server's failure, left as it is
+        run(kind(document_store=store))

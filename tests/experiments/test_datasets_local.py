@@ -136,6 +136,24 @@ def test_meta_file_errors_point_at_lines(local):
         load_dataset(base, local["tmp"])
 
 
+@pytest.mark.parametrize(
+    ("access", "message"),
+    [
+        ({"tenant": ""}, '"tenant" must be a non-empty string'),
+        ({"tenant": 7}, '"tenant" must be a non-empty string'),
+        ({"tenant": "acme", "acl": []}, '"acl" must be a non-empty list of group names'),
+        ({"tenant": "acme", "acl": "hr"}, '"acl" must be a non-empty list of group names'),
+        ({"tenant": "acme", "acl": ["hr", " "]}, '"acl" must be a non-empty list of group names'),
+    ],
+)
+def test_empty_access_values_are_refused(local, access, message):
+    """Weaviate stores "" and [] as null, which the visibility filter reads as public: refused at load."""
+    meta = local["meta"]
+    _write_jsonl(meta, [{"doc_id": "it.txt", "tenant": "acme"}, {"doc_id": "hr/leave.md", **access}])
+    with pytest.raises(ValueError, match=f"{meta}:2: {message}"):
+        load_dataset({**local["cfg"], "meta_file": str(meta)}, local["tmp"])
+
+
 def _gbk_corpus(tmp_path: Path) -> dict:
     corpus = tmp_path / "gbk"
     corpus.mkdir()

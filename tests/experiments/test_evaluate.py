@@ -195,3 +195,19 @@ def test_the_diagnosis_reads_only_the_chunks_of_documents_holding_evidence(monke
     }
     assert lookups == [{"field": "meta.doc_id", "operator": "in", "value": ["a"]}]
     assert evidence_chunks(store, golden[1:]) == {} and len(lookups) == 1
+
+
+def test_evidence_lookups_are_batched_under_weaviates_result_cap(monkeypatch):
+    """Many evidence documents are asked for a batch at a time, each batch one filtered lookup."""
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from experiments.runner import evidence_chunks
+
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=f"{doc}#0", content=doc, meta={"doc_id": doc}) for doc in "abcde"])
+    lookups = []
+    read = store.filter_documents
+    monkeypatch.setattr(store, "filter_documents", lambda filters=None: lookups.append(filters["value"]) or read(filters))
+    golden = [GoldenItem(id=f"q{doc}", question="?", relevant_doc_ids=(doc,)) for doc in "abcde"]
+    assert sorted(evidence_chunks(store, golden, batch=2)) == list("abcde")
+    assert lookups == [["a", "b"], ["c", "d"], ["e"]]

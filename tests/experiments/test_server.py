@@ -9,6 +9,8 @@ import jwt as pyjwt
 import pytest
 from fastapi.testclient import TestClient
 from haystack import Document
+from haystack.core.errors import PipelineRuntimeError
+from haystack.errors import FilterError
 
 from components.document_masks import DocumentMasks
 from experiments.config import ConfigError
@@ -121,6 +123,12 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
     refused = client(Failing(UserError("pipeline x has no 'filters' input"))).post("/query", json={"question": "q"},
                                                                                  headers=AUTH)
     assert refused.status_code == 400 and "no 'filters' input" in refused.json()["detail"]
+    # A component's FilterError (Weaviate refusing a filter) reaches the server wrapped by the pipeline.
+    cause = FilterError("Weaviate refused the query's filters")
+    wrapped = PipelineRuntimeError.from_exception("bm25", object, cause)
+    wrapped.__cause__ = cause  # as the pipeline raises it: `raise ... from error`
+    refused = client(Failing(wrapped)).post("/query", json={"question": "q"}, headers=AUTH)
+    assert refused.status_code == 400 and "Weaviate refused" in refused.json()["detail"]
 
 
 def test_a_slow_answer_times_out():

@@ -9,6 +9,7 @@ import pytest
 from haystack import Document
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 
+from components.weaviate_search import weaviate_filters
 from experiments.config import validate
 from experiments.errors import UserError
 from experiments.indexed import load_indexed_pipeline, prepare_pipeline
@@ -22,6 +23,7 @@ from pipelines.weaviate_store import (
     collection_name,
     collection_settings,
     content_tokenization,
+    lost_creation_race,
     weaviate_document_store,
 )
 from tests.shipped import composed
@@ -40,10 +42,10 @@ def properties(settings):
 
 def test_fields_filtered_by_exact_value_are_not_split_into_words():
     """With Weaviate's default `word` tokenisation a filter on tenant `acme` would match tenant `acme-labs`."""
-    declared = properties(collection_settings("Ragtune_x", "gse"))
+    declared = properties(collection_settings("Ragtune_x", "gse_ch"))
     for field in (*EXACT_TEXT, *EXACT_TEXT_ARRAYS):
         assert declared[field]["tokenization"] == "field", field
-    assert declared["acl"]["dataType"] == ["text[]"] and declared["content"]["tokenization"] == "gse"
+    assert declared["acl"]["dataType"] == ["text[]"] and declared["content"]["tokenization"] == "gse_ch"
 
 
 def test_the_collection_compares_by_cosine_indexes_nulls_and_starts_unfinished():
@@ -53,8 +55,10 @@ def test_the_collection_compares_by_cosine_indexes_nulls_and_starts_unfinished()
     assert settings["description"] == BUILDING
 
 
-@pytest.mark.parametrize(("language", "expected"), [("en", "word"), ("zh", "gse"), ("auto", "gse"), ("mixed", "gse")])
-def test_chinese_and_bilingual_corpora_are_segmented_by_gse(language, expected):
+@pytest.mark.parametrize(("language", "expected"), [("en", "word"), ("zh", "gse_ch"), ("mixed", "trigram")])
+def test_tokenization_follows_the_corpus_language(language, expected):
+    """gse_ch (not gse, gse's Japanese dictionary) for Chinese; it cuts Latin words into letters, so a bilingual
+    corpus gets trigram."""
     assert content_tokenization(language, None) == expected
     assert content_tokenization(language, "trigram") == "trigram"
 
@@ -74,8 +78,8 @@ def conditions(weaviate_filter):
 @pytest.mark.parametrize("principal", [Principal("acme", ("hr", "managers")), Principal("initech")])
 def test_the_tenant_scope_translates_to_declared_exact_match_properties(principal):
     """serve.py's scope must reach Weaviate on properties the schema declares with exact-value tokenisation."""
-    leaves = conditions(convert_filters(visible_filter(principal)))
-    declared = properties(collection_settings("Ragtune_x", "gse"))
+    leaves = conditions(convert_filters(weaviate_filters(visible_filter(principal))))
+    declared = properties(collection_settings("Ragtune_x", "gse_ch"))
     assert {leaf.target for leaf in leaves} == {"tenant", "acl"}
     assert all(declared[leaf.target]["tokenization"] == "field" for leaf in leaves)
     assert all(leaf.value != [] for leaf in leaves)  # Weaviate refuses an empty ContainsAny
@@ -166,7 +170,43 @@ def test_a_half_built_collection_is_emptied_rebuilt_and_marked_finished(tmp_path
 
 def test_a_count_that_disagrees_with_the_manifest_is_rebuilt(tmp_path):
     store = RecordingStore(json.dumps({"fingerprint": "fp", "chunks": 3}), objects=2)
-    assert not build_collection([Document(content="a")], spec(), store, tmp_path, "fp").cache_hit
+    info = build_collection([Document(content="a")], spec(), store, tmp_path, "fp")
+    assert not info.cache_hit and "holds 2 objects but its build recorded 3" in info.rebuilt_reason
+
+
+class KilledStore(RecordingStore):
+    def write_documents(self, documents, policy=None):
+        self.objects += 1
+        raise KeyboardInterrupt  # the job is killed halfway through the rebuild
+
+
+def test_a_killed_rebuild_leaves_the_collection_unfinished_not_under_its_old_manifest(tmp_path):
+    """Else a later run whose count happened to equal the old manifest's would take half a build for a hit."""
+    store = KilledStore(json.dumps({"fingerprint": "fp", "chunks": 1}), objects=3)
+    with pytest.raises(KeyboardInterrupt):
+        build_collection([Document(content="a")], spec(), store, tmp_path, "fp")
+    assert store.description == BUILDING and store.objects == 1
+
+
+class RacingClient:
+    """Control flow only: the client state after another job created the collection first."""
+
+    def __init__(self, exists):
+        self.exists_now = exists
+        self.collections = self
+
+    def is_connected(self):
+        return True
+
+    def exists(self, name):
+        return self.exists_now
+
+
+def test_losing_the_collection_creation_race_to_another_job_is_not_an_error():
+    racing = type("Store", (), {"_client": RacingClient(exists=True)})()
+    assert lost_creation_race(racing, "Ragtune_fp")
+    assert not lost_creation_race(type("Store", (), {"_client": RacingClient(exists=False)})(), "Ragtune_fp")
+    assert not lost_creation_race(type("Store", (), {"_client": None})(), "Ragtune_fp")
 
 
 @pytest.fixture
@@ -237,7 +277,7 @@ def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
     assert services["mlflow"]["image"].endswith(f":v{version('mlflow')}")
     weaviate = services["weaviate"]
     assert weaviate["image"].rsplit(":", 1)[1].count(".") == 2  # an exact release, never `latest`
-    assert weaviate["environment"]["ENABLE_TOKENIZER_GSE"] == "true"
+    assert weaviate["environment"]["ENABLE_TOKENIZER_GSE_CH"] == "true"  # the tokenizer zh corpora get
     assert all(port.startswith("127.0.0.1:") for service in services.values() for port in service["ports"])
 
 
