@@ -1,5 +1,6 @@
 """Pieces both retrievers share: argument checks, the filter policy and top-k selection over a score array."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,11 +66,16 @@ def scoped_search(
     default_top_k: int,
     filters: dict[str, Any] | None,
     top_k: int | None,
+    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """A query's `filters` and `top_k` under every retriever's contract (merge only narrows), as search arguments;
-    None when top_k is 0, so that nothing is asked for."""
+    None when top_k is 0, so that nothing is asked for. `rewrite` puts the filters in the form a store's own
+    translation reads as we do (`components/weaviate_search.py`)."""
     top_k = default_top_k if top_k is None else top_k
     check_top_k(top_k, allow_zero=True)
     if top_k == 0:
         return None
-    return {"filters": effective_filters(policy, init_filters or None, filters), "top_k": top_k}
+    effective = effective_filters(policy, init_filters or None, filters)
+    if rewrite is not None and effective is not None:
+        effective = rewrite(effective)
+    return {"filters": effective, "top_k": top_k}

@@ -8,8 +8,8 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateBM25Retriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of
-from components.weaviate_search import refused_filters, weaviate_search
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.weaviate_search import refused_filters, weaviate_filters
 
 
 @component
@@ -62,7 +62,7 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's BM25 score.
         """
-        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
         if not search:
             return {"documents": []}
         with refused_filters(search["filters"]):
@@ -74,7 +74,7 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
-        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
         if not search:
             return {"documents": []}
         with refused_filters(search["filters"]):

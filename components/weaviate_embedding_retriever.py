@@ -8,8 +8,8 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateEmbeddingRetriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrieval import check_top_k, filter_policy_of
-from components.weaviate_search import refused_filters, weaviate_search
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.weaviate_search import refused_filters, weaviate_filters
 
 
 def as_cosine(document: Document) -> Document:
@@ -99,7 +99,7 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         self, query_embedding: list[float], filters: dict[str, Any] | None, top_k: int | None
     ) -> dict[str, Any] | None:
         """The store's search arguments under our contract; None when top_k is 0 (nothing to ask for)."""
-        search = weaviate_search(self._filter_policy, self._filters, self._top_k, filters, top_k)
+        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
         if search is None:
             return None
         return search | {"query_embedding": query_embedding, "distance": self._distance, "certainty": self._certainty}

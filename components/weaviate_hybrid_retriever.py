@@ -8,8 +8,8 @@ from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 from weaviate.classes.query import HybridFusion
 
-from components.retrieval import check_top_k, filter_policy_of
-from components.weaviate_search import refused_filters, weaviate_search
+from components.retrieval import check_top_k, filter_policy_of, scoped_search
+from components.weaviate_search import refused_filters, weaviate_filters
 
 FUSIONS = {"ranked": HybridFusion.RANKED, "relative_score": HybridFusion.RELATIVE_SCORE}
 
@@ -96,7 +96,7 @@ class FusionWeaviateHybridRetriever:
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's fused score.
         """
-        search = weaviate_search(self.filter_policy, self.filters, self.top_k, filters, top_k)
+        search = scoped_search(self.filter_policy, self.filters, self.top_k, filters, top_k, rewrite=weaviate_filters)
         if search is None:
             return {"documents": []}
         collection = self.document_store.collection

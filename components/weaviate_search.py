@@ -1,5 +1,5 @@
-"""What every Weaviate retriever sends: our search contract, with filters rewritten so that weaviate-haystack's
-translation means on the server what the in-memory masks (`components/document_masks.py`) mean here.
+"""Filters as every Weaviate retriever sends them (`scoped_search(..., rewrite=weaviate_filters)`): rewritten so
+that weaviate-haystack's translation means on the server what the in-memory masks (`document_masks.py`) mean here.
 
 weaviate-haystack's translation differs from them in four ways, each fixed before it sees a filter:
 
@@ -19,32 +19,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from haystack.document_stores.errors import DocumentStoreError
-from haystack.document_stores.types import FilterPolicy
 from haystack.errors import FilterError
 from weaviate.exceptions import WeaviateQueryError
-
-from components.retrieval import scoped_search
 
 # Filtered on by exact value, so declared with `field` tokenisation (pipelines/weaviate_store.py): with Weaviate's
 # default `word`, a filter on tenant `acme` would also match a tenant `acme-labs`.
 EXACT_TEXT = ("_original_id", "doc_id", "tenant", "file_path", "lang")
 EXACT_TEXT_ARRAYS = ("acl",)
 EXACT_FIELDS = frozenset(EXACT_TEXT + EXACT_TEXT_ARRAYS)
-
-
-def weaviate_search(
-    policy: FilterPolicy,
-    init_filters: dict[str, Any] | None,
-    default_top_k: int,
-    filters: dict[str, Any] | None,
-    top_k: int | None,
-) -> dict[str, Any] | None:
-    """`scoped_search`'s arguments with the filters in the form weaviate-haystack translates faithfully."""
-    search = scoped_search(policy, init_filters, default_top_k, filters, top_k)
-    if search is not None and search["filters"] is not None:
-        search["filters"] = weaviate_filters(search["filters"])
-    return search
 
 
 def weaviate_filters(filters: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +60,7 @@ def refused_filters(filters: dict[str, Any] | None) -> Iterator[None]:
     type) is the request's fault: a FilterError that says what Weaviate said, not the client's traceback."""
     try:
         yield
-    except (WeaviateQueryError, DocumentStoreError) as e:
+    except WeaviateQueryError as e:
         if filters is None:
             raise
         message = getattr(e, "message", None) or str(e)
