@@ -14,6 +14,7 @@ from haystack import Document, component, default_from_dict, default_to_dict, lo
 from haystack.document_stores.types import DocumentStore, FilterPolicy
 from tqdm import tqdm
 
+from components.bm25_scores import BM25Scores
 from components.document_masks import ACCESS_FIELDS, DocumentMasks
 from components.retrieval import (
     check_document_store,
@@ -107,6 +108,7 @@ class BM25sRetriever:
         self._tokenizer = Tokenizer(language=language, stopwords=stopwords)
         self._documents: list[Document] = []
         self._bm25: bm25s.BM25 | None = None
+        self._scores: BM25Scores | None = None
         self._masks = DocumentMasks([])
         self._is_warmed_up = False
 
@@ -123,6 +125,7 @@ class BM25sRetriever:
             self._bm25 = self._build(documents)
         else:
             self._bm25 = self._load_or_build(documents, Path(self.index_dir))
+        self._scores = None if self._bm25 is None else BM25Scores(self._bm25)
         self._documents = documents
         self._masks = DocumentMasks(documents, ACCESS_FIELDS)
         self._is_warmed_up = True
@@ -235,12 +238,12 @@ class BM25sRetriever:
         top_k = self.top_k if top_k is None else top_k
         check_top_k(top_k, allow_zero=True)
         self.warm_up()
-        if self._bm25 is None or top_k == 0:
+        if self._bm25 is None or self._scores is None or top_k == 0:
             return {"documents": []}
         token_ids = self._bm25.get_tokens_ids(self._tokenizer.tokenize(query))
         if not token_ids:
             return {"documents": []}
-        scores = self._bm25.get_scores_from_ids(token_ids)
+        scores = self._scores(token_ids)
         filters = effective_filters(self.filter_policy, self.filters, filters)
         if filters:
             scores *= self._masks.mask(filters)
