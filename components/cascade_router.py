@@ -8,7 +8,7 @@ from haystack import component, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.utils import deserialize_component_inplace
 
-from components.routes import RouteDecision, heaviest
+from components.routes import RouteDecision, check_route, heaviest
 
 UNSURE = ("heaviest", "first")
 
@@ -30,20 +30,37 @@ class CascadeRouter:
     ```
     """
 
-    def __init__(self, routers: list[Any], min_confidence: list[float], when_unsure: str = "heaviest") -> None:
+    def __init__(
+        self,
+        routers: list[Any],
+        min_confidence: list[float],
+        when_unsure: str = "heaviest",
+        final_routes: list[list[str] | None] | None = None,
+    ) -> None:
         """
         :param routers: Router components with `classify(query)` (components.rules_router, knn_router, llm_router).
         :param min_confidence: Per router, the confidence at which its pick is final.
         :param when_unsure: `heaviest` or `first` (see above).
-        :raises ValueError: on no routers, a threshold list of another length or an unknown `when_unsure`.
+        :param final_routes: Per router, the routes it may decide alone (None: any); a sure pick of another route
+            only joins the proposals, as an unsure one does. So a topical router need not be trusted to send a
+            question away from retrieval, where a wrong pick loses the answer.
+        :raises ValueError: on no routers, a threshold or route list of another length, an unknown route or an
+            unknown `when_unsure`.
         """
         if not routers or len(routers) != len(min_confidence):
             raise ValueError(f"needs one min_confidence per router, got {len(routers)} routers and {len(min_confidence)}")
         if when_unsure not in UNSURE:
             raise ValueError(f"when_unsure must be one of {list(UNSURE)}, got {when_unsure!r}")
+        final_routes = [None] * len(routers) if final_routes is None else list(final_routes)
+        if len(final_routes) != len(routers):
+            raise ValueError(f"needs one final_routes entry per router, got {len(routers)} routers and {len(final_routes)}")
         self.routers = list(routers)
         self.min_confidence = [float(c) for c in min_confidence]
         self.when_unsure = when_unsure
+        self.final_routes = [
+            None if routes is None else [check_route(r, f"final_routes[{i}]") for r in routes]
+            for i, routes in enumerate(final_routes)
+        ]
 
     def warm_up(self) -> None:
         """Warms every router up."""
@@ -54,7 +71,13 @@ class CascadeRouter:
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, with its routers."""
         routers = [component_to_dict(router, f"routers[{i}]") for i, router in enumerate(self.routers)]
-        return default_to_dict(self, routers=routers, min_confidence=self.min_confidence, when_unsure=self.when_unsure)
+        return default_to_dict(
+            self,
+            routers=routers,
+            min_confidence=self.min_confidence,
+            when_unsure=self.when_unsure,
+            final_routes=self.final_routes,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CascadeRouter:
@@ -67,9 +90,9 @@ class CascadeRouter:
 
     def classify(self, query: str) -> RouteDecision:
         proposed: list[RouteDecision] = []
-        for router, threshold in zip(self.routers, self.min_confidence, strict=True):
+        for router, threshold, final in zip(self.routers, self.min_confidence, self.final_routes, strict=True):
             decision = router.classify(query)
-            if decision.confidence >= threshold:
+            if decision.confidence >= threshold and (final is None or decision.route in final):
                 return decision
             proposed.append(decision)
         route = heaviest([d.route for d in proposed]) if self.when_unsure == "heaviest" else proposed[0].route

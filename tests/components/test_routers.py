@@ -130,8 +130,26 @@ def test_the_cascade_stops_at_the_first_sure_router_and_decides_when_none_is():
     assert heaviest(["single_step", "no_retrieval", "decompose"]) == "decompose"
 
 
+def test_a_sure_pick_outside_a_routers_final_routes_only_joins_the_proposals():
+    sure_chat = LLMRouter(ScriptedChatGenerator('{"route": "no_retrieval"}'), {"en": "{question}"})
+    retrieving = ["single_step", "decompose", "multi_step"]
+    cascade = CascadeRouter([RulesRouter(RULES), sure_chat], [1.0, 1.0], final_routes=[None, retrieving])
+    assert cascade.classify("Who directed it?") == RouteDecision("single_step", 0.0, "cascade")
+    assert cascade.classify("Hello") == RouteDecision("no_retrieval", 1.0, "rules")  # the rules may still skip it
+    assert CascadeRouter([RulesRouter(RULES), sure_chat], [1.0, 1.0]).classify("Who?").route == "no_retrieval"
+    assert round_trip(cascade).final_routes == [None, retrieving]
+    with pytest.raises(ValueError, match="one final_routes entry per router"):
+        CascadeRouter([RulesRouter(RULES)], [1.0], final_routes=[None, None])
+    with pytest.raises(ValueError, match=r"final_routes\[0\]: unknown route 'web'"):
+        CascadeRouter([RulesRouter(RULES)], [1.0], final_routes=[["web"]])
+
+
 def test_the_shipped_cascade_routes_labelled_questions_in_both_languages():
     cascade = instantiate_component(compose(["router=cascade"]).router.component, "router.component", {})
     cascade.warm_up()
     routed = [(q, cascade.classify(q).route) for q, _ in LABELLED]
     assert routed == LABELLED
+    # HaluEval trivia lies far from every handbook example; knn, sure it is chit-chat, may not skip retrieval.
+    trivia = "Lou Ferrigno appeared in what 2009 American romantic comedy film that was directed by John Hamburg?"
+    assert cascade.routers[1].classify(trivia) == RouteDecision("no_retrieval", 1.0, "knn")
+    assert cascade.classify(trivia).route == "single_step"
