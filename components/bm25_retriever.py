@@ -108,7 +108,6 @@ class BM25sRetriever:
         self.filters = filters
         self._tokenizer = Tokenizer(language=language, stopwords=stopwords)
         self._documents: list[Document] = []
-        self._bm25: bm25s.BM25 | None = None
         self._scores: BM25Scores | None = None
         self._masks = DocumentMasks([])
         self._is_warmed_up = False
@@ -123,10 +122,10 @@ class BM25sRetriever:
             for doc in sorted(self.document_store.filter_documents(), key=lambda doc: doc.id)
         ]
         if self.index_dir is None:
-            self._bm25 = self._build(documents)
+            bm25 = self._build(documents)
         else:
-            self._bm25 = self._load_or_build(documents, Path(self.index_dir))
-        self._scores = None if self._bm25 is None else BM25Scores(self._bm25)
+            bm25 = self._load_or_build(documents, Path(self.index_dir))
+        self._scores = None if bm25 is None else BM25Scores(bm25)
         self._documents = documents
         self._masks = DocumentMasks(documents, ACCESS_FIELDS)
         self._is_warmed_up = True
@@ -239,9 +238,9 @@ class BM25sRetriever:
         top_k = self.top_k if top_k is None else top_k
         check_top_k(top_k, allow_zero=True)
         self.warm_up()
-        if self._bm25 is None or self._scores is None or top_k == 0:
+        if self._scores is None or top_k == 0:
             return {"documents": []}
-        token_ids = self._bm25.get_tokens_ids(self._tokenizer.tokenize(query))
+        token_ids = self._scores.token_ids(self._tokenizer.tokenize(query))
         if not token_ids:
             return {"documents": []}
         scores = self._scores(token_ids)

@@ -20,7 +20,8 @@ class BM25Scores:
     """
 
     def __init__(self, bm25: bm25s.BM25) -> None:
-        """:param bm25: An indexed bm25s model; its score matrix is shared, not copied."""
+        """:param bm25: An indexed bm25s model; its vocabulary and score matrix are shared, not copied."""
+        self._bm25 = bm25
         self._data: np.ndarray = bm25.scores["data"]
         self._indices: np.ndarray = bm25.scores["indices"]
         self._indptr: np.ndarray = bm25.scores["indptr"]
@@ -35,6 +36,10 @@ class BM25Scores:
         for row, term in enumerate(common):
             postings = slice(self._indptr[term], self._indptr[term + 1])
             self._dense[row, self._indices[postings]] = self._data[postings]
+
+    def token_ids(self, tokens: list[str]) -> list[int]:
+        """The vocabulary ids of `tokens`; tokens the index never saw are dropped."""
+        return self._bm25.get_tokens_ids(tokens)
 
     @property
     def dense_terms(self) -> int:

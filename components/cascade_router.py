@@ -51,7 +51,7 @@ class CascadeRouter:
             raise ValueError(f"needs one min_confidence per router, got {len(routers)} routers and {len(min_confidence)}")
         if when_unsure not in UNSURE:
             raise ValueError(f"when_unsure must be one of {list(UNSURE)}, got {when_unsure!r}")
-        final_routes = [None] * len(routers) if final_routes is None else list(final_routes)
+        final_routes = [None] * len(routers) if final_routes is None else final_routes
         if len(final_routes) != len(routers):
             raise ValueError(f"needs one final_routes entry per router, got {len(routers)} routers and {len(final_routes)}")
         self.routers = list(routers)
