@@ -17,12 +17,15 @@ for key, value in {"HAYSTACK_TELEMETRY_ENABLED": "False", "MLFLOW_DISABLE_TELEME
                    "TOKENIZERS_PARALLELISM": "false", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}.items():
     os.environ.setdefault(key, value)
 
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, compose  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
-from experiments.server import ServerState, ServeSettings, authenticator, create_app  # noqa: E402
+from serving.bundle import download_bundle  # noqa: E402
+from serving.served_pipeline import ServedPipeline  # noqa: E402
+from serving.server import ServerState, authenticator, create_app  # noqa: E402
+from serving.settings import serve_settings  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
 
@@ -31,14 +34,6 @@ def model_uri(cfg: DictConfig) -> str:
     if (cfg.model is None) == (cfg.run is None):
         raise ConfigError("config keys 'model' / 'run': give one, e.g. model=models:/NAME@production or run=RUN_ID")
     return str(cfg.model) if cfg.model is not None else f"runs:/{cfg.run}/ragtune"
-
-
-def settings(cfg: DictConfig) -> ServeSettings:
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(ServeSettings), cfg.serve)
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"config key 'serve.{e.full_key}': {str(e.msg).splitlines()[0]}") from None
-    return OmegaConf.to_object(merged)
 
 
 def main(argv: list[str]) -> int:
@@ -50,7 +45,7 @@ def main(argv: list[str]) -> int:
     for noisy in ("haystack", "sentence_transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = compose(argv, config_name="serve")
-    uri, serve = model_uri(cfg), settings(cfg)
+    uri, serve = model_uri(cfg), serve_settings(cfg)
     authenticate = authenticator(serve)
     connect(cfg.mlflow.tracking_uri)
     if serve.autolog:
@@ -64,13 +59,12 @@ def main(argv: list[str]) -> int:
     failure: list[BaseException] = []
 
     def load() -> None:
-        import mlflow
-
         try:
-            served = mlflow.pyfunc.load_model(uri).unwrap_python_model().served
+            served = ServedPipeline.load(download_bundle(uri))
             if not served.takes_filters:
                 raise ConfigError(f"{uri}: its pipeline has no 'filters' input, so requests cannot be kept to their tenant")
             state.answerer = served
+            print(f"serve: {uri} is {served.access.summary()}", file=sys.stderr)
             print(f"serve: {uri} is ready on http://{serve.host}:{serve.port}", file=sys.stderr)
         except BaseException as e:  # noqa: BLE001 (reported by main, which stops the server)
             failure.append(e)

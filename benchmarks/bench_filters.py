@@ -6,7 +6,7 @@ Every principal is new, so no mask is cached: each query pays for its principal'
 synthetic (random words; 10 % public, 30 % of the rest behind an ACL of 1-2 groups) and the dense vectors random
 unit vectors: what a filter costs depends on how many chunks there are, not on what they say.
 1. warm-up: building the per-field value index (meta.tenant, meta.acl) over all chunks;
-2. the mask alone: experiments.principals.visible_filter(principal) answered from that index, vs evaluating the
+2. the mask alone: serving.principals.visible_filter(principal) answered from that index, vs evaluating the
    same filter chunk by chunk with Haystack's document_matches_filter (what ragtune did before);
 3. BM25 and dense queries through the retrievers, with and without the principal's filter: the difference is
    what the filter adds. Target: at most 1 ms at 100k chunks.
@@ -35,7 +35,7 @@ from benchmarks.bench_retrieval import percentiles, timed  # noqa: E402
 from components.bm25_retriever import BM25sRetriever  # noqa: E402
 from components.document_masks import ACCESS_FIELDS, DocumentMasks  # noqa: E402
 from components.embedding_retriever import MatrixEmbeddingRetriever  # noqa: E402
-from experiments.principals import Principal, visible_filter  # noqa: E402
+from serving.principals import Principal, visible_filter  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(5000)]
 DIMENSION = 384

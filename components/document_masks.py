@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -23,33 +24,42 @@ from haystack import Document
 from haystack.errors import FilterError
 from haystack.utils.filters import document_matches_filter
 
-# The metadata principals are scoped by (experiments/principals.py): indexed when a retriever warms up.
+# The metadata principals are scoped by (serving/principals.py): indexed when a retriever warms up.
 ACCESS_FIELDS = ("meta.tenant", "meta.acl")
 LOGICAL = ("AND", "OR", "NOT")
 EQUALITY = ("==", "!=", "in", "not in")
 RANGE = (">", ">=", "<", "<=")
 MAX_CACHED_RANGES = 128
+# Value indexes of fields beyond the pinned ones (ACCESS_FIELDS): each request may name new fields, so they are
+# kept least recently used first and bounded.
+MAX_CACHED_FIELDS = 64
 DENSE_SHARE = 32  # a value on at least 1/32 of the documents is kept as a mask
 
 
 def check_filters(filters: Any) -> None:
     """Raise FilterError naming what is malformed; masks and the server both call it before any document is read."""
-    if not isinstance(filters, dict):
-        raise FilterError(f"a filter must be an object, got {type(filters).__name__}")
-    operator = filters.get("operator")
-    if operator in LOGICAL:
-        conditions = filters.get("conditions")
-        if set(filters) != {"operator", "conditions"} or not isinstance(conditions, list) or not conditions:
-            raise FilterError(f"a logical filter ({operator}) needs exactly 'operator' and a non-empty 'conditions' list")
-        for condition in conditions:
+    check_condition(filters)
+    if filters["operator"] in LOGICAL:
+        for condition in filters["conditions"]:
             check_filters(condition)
+
+
+def check_condition(condition: Any) -> None:
+    """One level of a filter: a logical operator with its list of conditions (not looked into), or a comparison."""
+    if not isinstance(condition, dict):
+        raise FilterError(f"a filter must be an object, got {type(condition).__name__}")
+    operator = condition.get("operator")
+    if operator in LOGICAL:
+        conditions = condition.get("conditions")
+        if set(condition) != {"operator", "conditions"} or not isinstance(conditions, list) or not conditions:
+            raise FilterError(f"a logical filter ({operator}) needs exactly 'operator' and a non-empty 'conditions' list")
         return
     if operator not in EQUALITY + RANGE:
         raise FilterError(f"unknown filter operator {operator!r}; use one of {', '.join(LOGICAL + EQUALITY + RANGE)}")
-    if set(filters) != {"field", "operator", "value"} or not isinstance(filters["field"], str):
+    if set(condition) != {"field", "operator", "value"} or not isinstance(condition["field"], str):
         raise FilterError(f"a comparison ({operator}) needs exactly a string 'field', 'operator' and 'value'")
-    if operator in ("in", "not in") and not isinstance(filters["value"], list):
-        raise FilterError(f"'{operator}' needs a list value, got {type(filters['value']).__name__}")
+    if operator in ("in", "not in") and not isinstance(condition["value"], list):
+        raise FilterError(f"'{operator}' needs a list value, got {type(condition['value']).__name__}")
 
 
 def field_value(document: Document, field: str) -> Any:
@@ -104,11 +114,10 @@ class DocumentMasks:
 
     def __init__(self, documents: list[Document], indexed_fields: Iterable[str] = ()) -> None:
         self._documents = documents
-        self._fields: dict[str, FieldIndex] = {}
+        self._pinned = {field: FieldIndex(documents, field) for field in indexed_fields}
+        self._fields: OrderedDict[str, FieldIndex] = OrderedDict()
         self._ranges: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
-        for field in indexed_fields:
-            self._index(field)
 
     def mask(self, filters: dict[str, Any]) -> np.ndarray:
         """Return which documents match `filters` (Haystack filter syntax)."""
@@ -126,16 +135,22 @@ class DocumentMasks:
             both = np.logical_and.reduce(masks)
             return ~both if operator == "NOT" else both
         index = self._index(condition["field"])
-        value = condition["value"]
-        if operator in RANGE or index.has_unhashable or not _hashable(value):
+        values = condition["value"] if operator in ("in", "not in") else [condition["value"]]
+        if operator in RANGE or index.has_unhashable or not all(isinstance(v, Hashable) for v in values):
             return self._per_document(condition)
-        mask = index.matching(value if operator in ("in", "not in") else [value])
+        mask = index.matching(values)
         return ~mask if operator in ("!=", "not in") else mask
 
     def _index(self, field: str) -> FieldIndex:
+        if field in self._pinned:
+            return self._pinned[field]
         with self._lock:
-            if field not in self._fields:
+            if field in self._fields:
+                self._fields.move_to_end(field)
+            else:
                 self._fields[field] = FieldIndex(self._documents, field)
+                if len(self._fields) > MAX_CACHED_FIELDS:
+                    self._fields.popitem(last=False)
             return self._fields[field]
 
     def _per_document(self, condition: dict[str, Any]) -> np.ndarray:
@@ -144,9 +159,7 @@ class DocumentMasks:
             cached = self._ranges.get(key)
         if cached is not None:
             return cached
-        mask = np.fromiter(
-            (document_matches_filter(condition, doc) for doc in self._documents), dtype=bool, count=len(self._documents)
-        )
+        mask = np.fromiter((_matches(condition, doc) for doc in self._documents), dtype=bool, count=len(self._documents))
         with self._lock:
             if len(self._ranges) >= MAX_CACHED_RANGES:
                 self._ranges.pop(next(iter(self._ranges)))
@@ -154,6 +167,11 @@ class DocumentMasks:
         return mask
 
 
-def _hashable(value: Any) -> bool:
-    values = value if isinstance(value, list) else [value]
-    return all(isinstance(v, Hashable) for v in values)
+def _matches(condition: dict[str, Any], document: Document) -> bool:
+    """A document whose value the comparison cannot take (a list against a number, text against a date) does not
+    match, rather than failing the whole filter: whether a filter fails must not depend on documents the caller
+    may not see, and this mask is computed over all of them before the caller's scope is applied."""
+    try:
+        return document_matches_filter(condition, document)
+    except (FilterError, TypeError, ValueError):
+        return False

@@ -87,7 +87,7 @@ class IndexedPipeline:
             return open_collection(self.store, self.index_dir)
         if self.spec is None:
             start = time.perf_counter()
-            chunks = load_snapshot(self.index_dir, self.store)
+            chunks = load_snapshot(self.index_dir, self.store, record_use=False)
             return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
         build = build_collection if self.server_side else build_index
         return build(

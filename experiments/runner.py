@@ -38,6 +38,7 @@ from experiments.report import print_results, print_skipped_files
 from experiments.routing_metrics import write_confusion
 from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
+from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
 from pipelines.builder import STAGE_PREFIX, BuiltPipeline, instantiate_component
 from pipelines.ingest import IndexInfo
 
@@ -222,6 +223,18 @@ def _tag_identity(dataset: Dataset, index: IndexInfo, query: BuiltPipeline) -> N
     mlflow.set_tags(tags)
     mlflow.log_dict(dataset.source, "dataset_source.json")
     _log_dataset_input(dataset)
+    _log_access(dataset)
+
+
+def _log_access(dataset: Dataset) -> None:
+    """Who may see each document of the index (`access.json`), which promotion compares and ships with the model."""
+    meta_file = dataset.source.get("meta_file")
+    access = IndexAccess.of(
+        ((doc.meta.get("doc_id", doc.id), doc.meta) for doc in dataset.documents),
+        file_digest(Path(meta_file)) if meta_file else None,
+    )
+    mlflow.log_dict(access.to_json(), ACCESS_FILE)
+    mlflow.set_tags(access.tags())
 
 
 def _log_dataset_input(dataset: Dataset) -> None:

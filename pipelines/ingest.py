@@ -411,18 +411,20 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_snapshot(path: Path, store: DocumentStore) -> int:
-    """Writes the snapshot into `store` only once all of it has been read and checked; records the use."""
+def load_snapshot(path: Path, store: DocumentStore, record_use: bool = True) -> int:
+    """Writes the snapshot into `store` only once all of it has been read and checked; records the use in the
+    index cache (`record_use`), never in a promoted bundle, whose files stay as registered."""
     documents = read_snapshot(path)
     store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
-    (path / LAST_USED).touch()
+    if record_use:
+        (path / LAST_USED).touch()
     return len(documents)
 
 
 def read_snapshot(path: Path) -> list[Document]:
     """The snapshot's chunks with their embeddings; DamagedIndexError when a file disagrees with the manifest."""
     manifest = read_manifest(path)
-    documents = _read_chunks(path / CHUNKS)
+    documents = read_chunks(path)
     if len(documents) != manifest["chunks"]:
         raise DamagedIndexError(f"{CHUNKS} has {len(documents)} chunks, the manifest records {manifest['chunks']}")
     if not manifest["embeddings"]:
@@ -447,7 +449,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_chunks(file: Path) -> list[Document]:
+def read_chunks(path: Path) -> list[Document]:
+    """The snapshot's chunks without their embeddings."""
+    file = path / CHUNKS
     if not file.exists():
         raise DamagedIndexError(f"{CHUNKS} is missing")
     documents = []

@@ -13,7 +13,6 @@ from components.weaviate_search import weaviate_filters
 from experiments.config import validate
 from experiments.errors import UserError
 from experiments.indexed import load_indexed_pipeline, prepare_pipeline
-from experiments.principals import Principal, visible_filter
 from pipelines.weaviate_store import (
     BUILDING,
     EXACT_TEXT,
@@ -26,6 +25,7 @@ from pipelines.weaviate_store import (
     lost_creation_race,
     weaviate_document_store,
 )
+from serving.principals import Principal, visible_filter
 from tests.shipped import composed
 
 WEAVIATE_URL = os.environ.get("WEAVIATE_URL")

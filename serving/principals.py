@@ -1,25 +1,30 @@
 """Who asks, and which documents that lets them see, as a Haystack filter every retriever applies.
 
-A document with neither `tenant` nor `acl` is public: every authenticated principal sees it. One with a `tenant`
-is seen by that tenant only, and when it also carries `acl` (a list of groups), only by that tenant's principals in
-one of those groups. A document with an `acl` but no `tenant` is shown to nobody (fail closed): groups are named per
-tenant, so without one the ACL cannot say whose groups it means.
+A document with neither `tenant` nor `acl` is public: every principal sees it, and so does an anonymous request
+where `serve.anonymous=public` allows one. A document with a `tenant` is seen by that tenant only, and when it also
+carries `acl` (a list of groups), only by that tenant's principals in one of those groups. A document with an
+`acl` but no `tenant` is shown to nobody (fail closed): groups are named per tenant, so without one the ACL cannot
+say whose groups it means. serve.py and the pyfunc model both scope through `scoped_filters`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jwt
 import yaml
+from jwt.algorithms import get_default_algorithms
 
 from experiments.config import ConfigError
+from serving.settings import JwtSettings, ServeSettings
 
 logger = logging.getLogger("ragtune.serve")
+# Shortest HMAC secret per algorithm: the hash's size (RFC 7518, section 3.2).
+HMAC_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 
 
 @dataclass(frozen=True)
@@ -28,9 +33,16 @@ class Principal:
     groups: tuple[str, ...] = ()
 
 
-def visible_filter(principal: Principal) -> dict[str, Any]:
+class Unauthenticated(Exception):
+    """Credentials were given and are not valid (401); why goes to the log, never to the client."""
+
+
+def visible_filter(principal: Principal | None) -> dict[str, Any]:
+    """What `principal` may see; None (an anonymous request) sees public documents only."""
     no_acl = {"field": "meta.acl", "operator": "==", "value": None}
     public = {"operator": "AND", "conditions": [{"field": "meta.tenant", "operator": "==", "value": None}, no_acl]}
+    if principal is None:
+        return public
     # `in` on a list field matches a shared element (components/document_masks.py), as on Weaviate. Without
     # groups it is left out: it would match nothing, and Weaviate refuses an empty ContainsAny.
     allowed: list[dict[str, Any]] = [no_acl]
@@ -43,10 +55,24 @@ def visible_filter(principal: Principal) -> dict[str, Any]:
     return {"operator": "OR", "conditions": [public, own]}
 
 
-def scoped_filters(principal: Principal, requested: Mapping[str, Any] | None) -> dict[str, Any]:
+def scoped_filters(principal: Principal | None, requested: Mapping[str, Any] | None) -> dict[str, Any]:
     """The principal's visibility AND the client's own filters: a client can narrow what it sees, never widen it."""
     scope = visible_filter(principal)
     return {"operator": "AND", "conditions": [scope, dict(requested)]} if requested else scope
+
+
+def credential_lookup(serve: ServeSettings, required: bool) -> Callable[[str], Principal | None] | None:
+    """A key or token -> its principal, as `serve.auth` says; every setting is checked here, at start. None when
+    no credentials are configured and none are `required` (the pyfunc model of an index with no tenants)."""
+    if serve.auth == "api_keys":
+        if serve.api_keys_file is None and not required:
+            return None
+        return read_api_keys(Path(serve.api_keys_file) if serve.api_keys_file else None).get
+    if serve.auth == "jwt":
+        return JwtVerifier(serve.jwt).principal
+    if serve.auth == "header":
+        raise ConfigError("config key 'serve.auth': header auth needs serve.py, which sees the request's headers")
+    raise ConfigError(f"config key 'serve.auth': must be api_keys, jwt or header, got {serve.auth!r}")
 
 
 def read_api_keys(path: Path | None) -> dict[str, Principal]:
@@ -78,22 +104,9 @@ def from_headers(headers: Mapping[str, str]) -> Principal | None:
     return Principal(tenant, groups)
 
 
-@dataclass
-class JwtSettings:
-    """`serve.jwt`: how a signed token's claims become a principal."""
-
-    # HS256/384/512: the shared secret; RS*, ES*, PS*, EdDSA: the issuer's public key (PEM).
-    key_file: str | None = None
-    algorithms: list[str] = field(default_factory=lambda: ["RS256"])
-    audience: str | None = None
-    issuer: str | None = None
-    tenant_claim: str = "tenant"
-    groups_claim: str = "groups"
-    leeway_s: float = 0.0
-
-
 class JwtVerifier:
-    """Checks signature, expiry (required), audience and issuer; a token that fails any is no principal (401)."""
+    """Checks signature, expiry (required), audience and issuer; a token that fails any is no principal (401).
+    The key is loaded and checked against every configured algorithm when the verifier is made, at start."""
 
     def __init__(self, settings: JwtSettings) -> None:
         algorithms = list(settings.algorithms)
@@ -109,6 +122,8 @@ class JwtVerifier:
             self._key = Path(settings.key_file).read_bytes().strip()
         except OSError as e:
             raise ConfigError(f"config key 'serve.jwt.key_file': cannot read {settings.key_file}: {e}") from None
+        for algorithm in algorithms:
+            _check_key(self._key, algorithm, settings.key_file)
         self.settings = settings
 
     def principal(self, token: str) -> Principal | None:
@@ -127,3 +142,19 @@ class JwtVerifier:
                         settings.groups_claim)
             return None
         return Principal(tenant, tuple(str(g) for g in groups))
+
+
+def _check_key(key: bytes, algorithm: str, key_file: str) -> None:
+    """A key that cannot verify `algorithm`'s signatures would make a ready server answer every token with 500."""
+    known = get_default_algorithms()
+    where = f"config key 'serve.jwt.key_file': {key_file}"
+    if algorithm not in known:
+        raise ConfigError(f"config key 'serve.jwt.algorithms': unknown algorithm {algorithm!r}; known: {sorted(known)}")
+    if algorithm in HMAC_BYTES and len(key) < HMAC_BYTES[algorithm]:
+        raise ConfigError(f"{where} holds {len(key)} bytes; an {algorithm} secret needs at least {HMAC_BYTES[algorithm]}")
+    try:
+        prepared = known[algorithm].prepare_key(key)
+    except (jwt.InvalidKeyError, ValueError, TypeError) as e:
+        raise ConfigError(f"{where} is not a key for {algorithm}: {e}") from None
+    if algorithm not in HMAC_BYTES and not hasattr(prepared, "verify"):
+        raise ConfigError(f"{where} is a private key; give the issuer's public key (PEM) to verify {algorithm}")

@@ -11,7 +11,7 @@ import httpx
 import mlflow
 import pytest
 
-from experiments import promote
+from serving import promote
 from tests.servers import free_port, wait_until_up
 from tests.test_run import client, job_dir, run, write_local_dataset
 

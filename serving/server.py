@@ -16,34 +16,30 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from haystack.errors import FilterError
-from pydantic import BaseModel, ConfigDict
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from experiments.config import ConfigError
 from experiments.errors import UserError
-from experiments.principals import (
-    JwtSettings,
-    JwtVerifier,
-    Principal,
-    from_headers,
-    read_api_keys,
-    scoped_filters,
-)
-from experiments.request_schema import QueryRequest, Turn
+from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
+from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
+from serving.settings import ServeSettings
 
 logger = logging.getLogger("ragtune.serve")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+# Headers that say who asks: sent twice (a proxy that appends instead of replacing), the request is refused.
+IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups")
+ANONYMOUS = "anonymous"
 
 
 class Answerer(Protocol):
-    """What the server needs of a loaded pipeline (experiments.promoted.ServedPipeline)."""
+    """What the server needs of a loaded pipeline (serving.bundle.ServedPipeline)."""
 
     def ask(
         self,
@@ -53,32 +49,6 @@ class Answerer(Protocol):
         stages: bool = False,
         on_token: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
-
-
-@dataclass
-class ServeSettings:
-    """The `serve` section of conf/serve.yaml, as its structured schema (a wrong type fails before anything loads)."""
-
-    host: str = "127.0.0.1"
-    port: int = 8080
-    auth: str = "api_keys"
-    api_keys_file: str | None = None
-    jwt: JwtSettings = field(default_factory=JwtSettings)
-    trust_proxy: bool = False
-    max_pending: int = 8
-    timeout_s: float = 60.0
-    max_question_chars: int = 2000
-    max_history_turns: int = 20
-    max_history_chars: int = 20000
-    debug: bool = False
-    autolog: bool = False
-    trace_experiment: str = "ragtune-serve"
-
-
-class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # OpenAI clients send model, temperature, ...: accepted, not used
-    messages: list[Turn]
-    stream: bool = False
 
 
 @dataclass
@@ -92,13 +62,35 @@ def create_app(
     authenticate: Callable[[Request], Principal | None],
     limits: ServeSettings,
 ) -> FastAPI:
+    """`authenticate` gives the request's principal, None when it carries no credentials, and raises
+    Unauthenticated when its credentials are not valid."""
     app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     pending = threading.BoundedSemaphore(limits.max_pending)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in error.errors())
-        return JSONResponse({"error": f"invalid request: {problems}"}, status_code=400)
+        return refused(request, 400, f"invalid request: {problems}")
+
+    @app.exception_handler(HTTPException)
+    async def refusal(request: Request, error: HTTPException) -> JSONResponse:
+        return refused(request, error.status_code, str(error.detail))
+
+    def principal_of(request: Request) -> Principal | None:
+        """Runs before the body is validated: who asks is settled first, and every refusal is logged as theirs."""
+        request.state.request_id = uuid.uuid4().hex
+        duplicated = [name for name in IDENTITY_HEADERS if len(request.headers.getlist(name)) > 1]
+        if duplicated:
+            raise HTTPException(400, f"header {duplicated[0]} is sent more than once; send it once")
+        try:
+            principal = authenticate(request)
+        except Unauthenticated:
+            raise HTTPException(401, "unauthenticated: the credentials are not valid") from None
+        if principal is None and limits.anonymous != "public":
+            raise HTTPException(401, "unauthenticated: send Authorization: Bearer <key>")
+        request.state.principal = principal
+        return principal
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -111,20 +103,21 @@ def create_app(
 
     async def answer(
         request: Request,
+        principal: Principal | None,
         question: str,
         history: list[Turn],
         filters: dict[str, Any] | None,
         on_token: Callable[[str], None] | None = None,
     ) -> dict:
-        principal = authenticate(request)
-        if principal is None:
-            raise HTTPException(401, "unauthenticated: send Authorization: Bearer <key>")
-        _check_limits(question, history, limits)
+        try:
+            check_request(question, [turn.content for turn in history], filters, limits)
+        except RequestRefused as e:
+            raise HTTPException(e.status, e.reason) from None
         if state.answerer is None:
             raise HTTPException(503, "not ready: the model is loading")
         if not pending.acquire(blocking=False):
             raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
-        trace_id, start = uuid.uuid4().hex, time.perf_counter()
+        trace_id, start = request.state.request_id, time.perf_counter()
         scoped = scoped_filters(principal, filters)
         turns = [t.model_dump() for t in history]
         status, reply = 200, {}
@@ -150,22 +143,27 @@ def create_app(
         return reply | {"trace_id": trace_id}
 
     @app.post("/query", response_model=None)
-    async def query(request: Request, body: QueryRequest) -> dict | StreamingResponse:
+    async def query(
+        request: Request, body: QueryRequest, principal: Principal | None = Depends(principal_of)
+    ) -> dict | StreamingResponse:
         if body.stream:
             return await streamed(
-                lambda on_token: answer(request, body.question, body.history, body.filters, on_token), QueryEvents()
+                lambda on_token: answer(request, principal, body.question, body.history, body.filters, on_token),
+                QueryEvents(),
             )
-        return await answer(request, body.question, body.history, body.filters)
+        return await answer(request, principal, body.question, body.history, body.filters)
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(request: Request, body: ChatRequest) -> dict | StreamingResponse:
+    async def chat(
+        request: Request, body: ChatRequest, principal: Principal | None = Depends(principal_of)
+    ) -> dict | StreamingResponse:
         if not body.messages or body.messages[-1].role != "user":
             raise HTTPException(400, "messages: the last message must be the user's question")
         question, history = body.messages[-1].content, body.messages[:-1]
         if body.stream:
-            return await streamed(lambda on_token: answer(request, question, history, None, on_token),
+            return await streamed(lambda on_token: answer(request, principal, question, history, None, on_token),
                                   ChatChunks(state.model_uri))
-        reply = await answer(request, question, history, None)
+        reply = await answer(request, principal, question, history, None)
         return {
             "id": f"chatcmpl-{reply['trace_id']}",
             "object": "chat.completion",
@@ -177,6 +175,49 @@ def create_app(
         }
 
     return app
+
+
+def refused(request: Request, status: int, reason: str) -> JSONResponse:
+    """A refused request's reply, and its log line: who asked, why, and the request id both carry."""
+    request_id = getattr(request.state, "request_id", None) or uuid.uuid4().hex
+    principal = getattr(request.state, "principal", None)
+    if status < 500:
+        logger.info(json.dumps({
+            "request_id": request_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
+            "refused": reason, "path": request.url.path,
+        }, ensure_ascii=False))
+    return JSONResponse({"error": reason, "request_id": request_id}, status_code=status)
+
+
+class BodyLimit:
+    """Refuses a body over `max_bytes` with 413 before it is read whole: at once when Content-Length says so, else
+    as soon as the bytes received pass the limit."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        too_large = not declared.isdigit() or int(declared) > self.max_bytes
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise HTTPException(413, f"the body is over serve.max_body_bytes ({self.max_bytes} bytes)")
+            return message
+
+        if too_large:
+            request = Request(scope)
+            await refused(request, 413, f"the body is over serve.max_body_bytes ({self.max_bytes} bytes)")(
+                scope, receive, send)
+            return
+        await self.app(scope, limited, send)
 
 
 class QueryEvents:
@@ -286,22 +327,13 @@ def _run_then_release(
         pending.release()
 
 
-def _check_limits(question: str, history: list[Turn], limits: ServeSettings) -> None:
-    if not question.strip():
-        raise HTTPException(400, "question: must not be empty")
-    if len(question) > limits.max_question_chars:
-        raise HTTPException(413, f"question: {len(question)} characters, the limit is {limits.max_question_chars}")
-    if len(history) > limits.max_history_turns:
-        raise HTTPException(413, f"history: {len(history)} turns, the limit is {limits.max_history_turns}")
-    if (chars := sum(len(t.content) for t in history)) > limits.max_history_chars:
-        raise HTTPException(413, f"history: {chars} characters, the limit is {limits.max_history_chars}")
-
-
 def _log(
-    trace_id: str, principal: Principal, status: int, seconds: float, stages_ms: dict | None, question: str | None
+    trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
+    question: str | None,
 ) -> None:
     record: dict[str, Any] = {
-        "trace_id": trace_id, "tenant": principal.tenant, "status": status, "latency_ms": round(seconds * 1000, 1),
+        "trace_id": trace_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
+        "latency_ms": round(seconds * 1000, 1),
     }
     if stages_ms:
         record["stages_ms"] = stages_ms
@@ -311,24 +343,29 @@ def _log(
 
 
 def bearer(lookup: Callable[[str], Principal | None]) -> Callable[[Request], Principal | None]:
-    """`Authorization: Bearer TOKEN`, TOKEN an API key (`keys.get`) or a JWT (`JwtVerifier.principal`)."""
+    """`Authorization: Bearer TOKEN`, TOKEN an API key (`keys.get`) or a JWT (`JwtVerifier.principal`); None when
+    the request sends no Authorization header."""
 
     def authenticate(request: Request) -> Principal | None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        return lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        sent = request.headers.get("authorization")
+        if sent is None:
+            return None
+        scheme, _, token = sent.partition(" ")
+        principal = lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if principal is None:
+            raise Unauthenticated
+        return principal
 
     return authenticate
 
 
 def authenticator(serve: ServeSettings) -> Callable[[Request], Principal | None]:
     """What `serve.auth` names; a mistake in its settings fails here, before anything loads."""
-    if serve.auth == "api_keys":
-        return bearer(read_api_keys(Path(serve.api_keys_file) if serve.api_keys_file else None).get)
-    if serve.auth == "jwt":
-        return bearer(JwtVerifier(serve.jwt).principal)
     if serve.auth == "header":
         return proxy_headers(serve.host, serve.trust_proxy)
-    raise ConfigError(f"config key 'serve.auth': must be api_keys, jwt or header, got {serve.auth!r}")
+    lookup = credential_lookup(serve, required=True)
+    assert lookup is not None  # required: raises rather than return None
+    return bearer(lookup)
 
 
 def proxy_headers(host: str, trust_proxy: bool) -> Callable[[Request], Principal | None]:

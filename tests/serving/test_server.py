@@ -15,8 +15,10 @@ from haystack.errors import FilterError
 from components.document_masks import DocumentMasks
 from experiments.config import ConfigError
 from experiments.errors import UserError
-from experiments.principals import JwtSettings, Principal, read_api_keys, scoped_filters
-from experiments.server import ServerState, ServeSettings, authenticator, bearer, create_app, proxy_headers
+from pipelines.access import IndexAccess
+from serving.principals import Principal, read_api_keys, scoped_filters
+from serving.server import ServerState, authenticator, bearer, create_app, proxy_headers
+from serving.settings import JwtSettings, ServeSettings
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}
 AUTH = {"Authorization": "Bearer k-acme"}
@@ -118,17 +120,17 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
             raise self.error
 
     broken = client(Failing(RuntimeError("boom"))).post("/query", json={"question": "q"}, headers=AUTH)
-    assert broken.status_code == 500 and "internal error (trace_id " in broken.json()["detail"]
+    assert broken.status_code == 500 and "internal error (trace_id " in broken.json()["error"]
     assert '"status": 500' in caplog.text and "boom" in caplog.text
     refused = client(Failing(UserError("pipeline x has no 'filters' input"))).post("/query", json={"question": "q"},
                                                                                  headers=AUTH)
-    assert refused.status_code == 400 and "no 'filters' input" in refused.json()["detail"]
+    assert refused.status_code == 400 and "no 'filters' input" in refused.json()["error"]
     # A component's FilterError (Weaviate refusing a filter) reaches the server wrapped by the pipeline.
     cause = FilterError("Weaviate refused the query's filters")
     wrapped = PipelineRuntimeError.from_exception("bm25", object, cause)
     wrapped.__cause__ = cause  # as the pipeline raises it: `raise ... from error`
     refused = client(Failing(wrapped)).post("/query", json={"question": "q"}, headers=AUTH)
-    assert refused.status_code == 400 and "Weaviate refused" in refused.json()["detail"]
+    assert refused.status_code == 400 and "Weaviate refused" in refused.json()["error"]
 
 
 def test_a_slow_answer_times_out():
@@ -269,7 +271,7 @@ def test_an_unknown_auth_is_named():
 
 def test_questions_never_run_in_parallel_threads_through_one_answerer():
     """The server may take requests concurrently; ServedPipeline's lock serialises them (checked here on threads)."""
-    from experiments.promoted import ServedPipeline
+    from serving.served_pipeline import ServedPipeline
 
     active, peak = [0], [0]
 
@@ -295,7 +297,7 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
     class Indexed:
         query = Query()
 
-    served = ServedPipeline(Indexed())
+    served = ServedPipeline(Indexed(), IndexAccess())
     threads = [threading.Thread(target=served.ask, args=("q",)) for _ in range(4)]
     for t in threads:
         t.start()
@@ -368,7 +370,7 @@ def test_a_refused_stream_is_a_plain_http_error_before_any_event():
     long = client(StreamingAnswerer(), max_question_chars=3).post(
         "/query", json={"question": "four", "stream": True}, headers=AUTH
     )
-    assert long.status_code == 413 and "limit is 3" in long.json()["detail"]
+    assert long.status_code == 413 and "limit is 3" in long.json()["error"]
     failing = client(StreamingAnswerer(pieces=(), fail=UserError("no 'filters' input")))
     assert failing.post("/query", json={"question": "q", "stream": True}, headers=AUTH).status_code == 400
 
@@ -382,3 +384,104 @@ def test_a_failure_after_the_first_token_ends_the_stream_with_an_error_event(cap
         "/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}], "stream": True}, headers=AUTH
     )
     assert [data for _, data in events(chat)][-2]["error"]["code"] == 500
+
+
+@pytest.mark.parametrize("headers", [
+    [("authorization", "Bearer k-acme"), ("authorization", "Bearer k-beta")],
+    [("authorization", "Bearer k-acme"), ("x-tenant", "beta"), ("x-tenant", "acme")],
+    [("authorization", "Bearer k-acme"), ("x-groups", "managers"), ("x-groups", "")],
+])
+def test_an_identity_header_sent_twice_is_a_400_before_anything_runs(headers):
+    answerer = RecordingAnswerer()
+    reply = client(answerer).post("/query", json={"question": "q"}, headers=headers)
+    assert reply.status_code == 400 and "is sent more than once" in reply.json()["error"]
+    assert answerer.calls == []
+
+
+def test_duplicate_proxy_headers_never_pick_one_tenant():
+    answerer = RecordingAnswerer()
+    api = TestClient(create_app(ServerState(answerer), proxy_headers("127.0.0.1", False), ServeSettings()))
+    reply = api.post("/query", json={"question": "q"}, headers=[("x-tenant", "globex"), ("x-tenant", "acme")])
+    assert reply.status_code == 400 and answerer.calls == []
+
+
+DEEP = {"field": "meta.a", "operator": "==", "value": 1}
+for _ in range(399):
+    DEEP = {"operator": "NOT", "conditions": [DEEP]}
+
+
+@pytest.mark.parametrize(("filters", "message"), [
+    ({"field": "meta.acl", "operator": ">", "value": [1]}, "compares with a number or an ISO date string"),
+    ({"field": "meta.tenant", "operator": "==", "value": ["acme", "beta"]}, "use 'in' for a list"),
+    ({"field": "meta.tenant", "operator": "in", "value": [["acme"]]}, "the list holds strings, numbers"),
+    ({"field": "meta.x", "operator": "==", "value": {"$ne": 1}}, "not dict"),
+    ({"field": "content", "operator": "==", "value": "x"}, "a client filters on metadata"),
+    ({"field": "meta.x", "operator": "<", "value": True}, "compares with a number"),
+    (DEEP, "nested deeper than 8 levels"),
+    ({"operator": "OR", "conditions": [{"field": f"meta.f{i}", "operator": "==", "value": 1} for i in range(65)]},
+     "more than 64 fields"),
+])
+def test_a_filter_outside_the_schema_is_a_400_whatever_the_documents(filters, message):
+    answerer = RecordingAnswerer()
+    reply = client(answerer).post("/query", json={"question": "q", "filters": filters}, headers=AUTH)
+    assert reply.status_code == 400 and message in reply.json()["error"], reply.json()
+    assert answerer.calls == []
+
+
+def test_serve_filter_fields_narrows_which_fields_a_client_may_name():
+    api = client(RecordingAnswerer(), filter_fields=["meta.lang"])
+    ok = {"field": "meta.lang", "operator": "==", "value": "en"}
+    assert api.post("/query", json={"question": "q", "filters": ok}, headers=AUTH).status_code == 200
+    other = {"field": "meta.tenant", "operator": "==", "value": "acme"}
+    reply = api.post("/query", json={"question": "q", "filters": other}, headers=AUTH)
+    assert reply.status_code == 400 and "not one of serve.filter_fields" in reply.json()["error"]
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/query", '{"question": "\\ud800"}'),
+    ("/query", '{"question": "q", "history": [{"role": "user", "content": "\\udfff"}]}'),
+    ("/query", '{"question": "q", "filters": {"field": "meta.\\ud800", "operator": "==", "value": 1}}'),
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "\\ud800"}]}'),
+])
+def test_a_lone_surrogate_is_a_400(path, body):
+    answerer = RecordingAnswerer()
+    reply = client(answerer).post(path, content=body.encode(), headers=AUTH | {"Content-Type": "application/json"})
+    assert reply.status_code == 400 and "invalid Unicode" in reply.json()["error"]
+    assert answerer.calls == []
+
+
+def test_a_body_over_the_limit_is_a_413_before_it_is_read():
+    api = client(RecordingAnswerer(), max_body_bytes=1000)
+    big = {"question": "q" * 2000}
+    assert api.post("/query", json=big, headers=AUTH).status_code == 413
+
+    def chunks():  # no Content-Length: refused once the bytes received pass the limit
+        yield b'{"question": "'
+        for _ in range(100):
+            yield b"q" * 100
+        yield b'"}'
+
+    reply = api.post("/query", content=chunks(), headers=AUTH | {"Content-Type": "application/json"})
+    assert reply.status_code == 413 and "serve.max_body_bytes (1000 bytes)" in reply.json()["error"]
+
+
+def test_every_refused_request_is_logged_with_its_principal_reason_and_request_id(caplog):
+    caplog.set_level(logging.INFO, "ragtune.serve")
+    api = client(RecordingAnswerer())
+    reply = api.post("/query", json={"question": "q"}, headers={"Authorization": "Bearer nope"})
+    logged = json.loads(caplog.records[-1].getMessage())
+    assert reply.status_code == 401 and logged == {
+        "request_id": reply.json()["request_id"], "tenant": "anonymous", "status": 401,
+        "refused": "unauthenticated: the credentials are not valid", "path": "/query"}
+    reply = api.post("/query", json={"question": "q", "tenant": "beta"}, headers=AUTH)
+    logged = json.loads(caplog.records[-1].getMessage())
+    assert logged["tenant"] == "acme" and logged["status"] == 400 and "tenant: Extra inputs" in logged["refused"]
+    assert logged["request_id"] == reply.json()["request_id"]
+
+
+def test_serve_anonymous_public_answers_without_credentials_from_public_documents_only():
+    answerer = RecordingAnswerer()
+    api = client(answerer, anonymous="public")
+    assert api.post("/query", json={"question": "q"}).status_code == 200
+    assert answerer.calls[-1]["filters"] == scoped_filters(None, None)
+    assert api.post("/query", json={"question": "q"}, headers={"Authorization": "Bearer nope"}).status_code == 401

@@ -5,10 +5,10 @@ import json
 import pytest
 from haystack import Document
 
-from experiments import acl_audit
-from experiments.acl_audit import audit, may_see, probes, run_audit
 from experiments.datasets.demo import DEMO_DIR
-from experiments.principals import Principal, read_api_keys
+from serving import acl_audit
+from serving.acl_audit import audit, may_see, probes, run_audit
+from serving.principals import Principal, read_api_keys
 
 
 @pytest.mark.parametrize(("meta", "principal", "visible"), [

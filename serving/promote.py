@@ -1,0 +1,203 @@
+"""Promote a run: gate it, log it as an MLflow model with its index snapshot, register it and move an alias.
+
+    python -m serving.promote RUN_ID --name NAME [--alias production] [--force] [--max-regression 0.05]
+    python -m serving.promote --name NAME --alias production --version N      # move the alias back (rollback)
+
+The candidate is gated (experiments.gate) against the run behind the alias; a regression refuses the promotion
+unless --force, which is recorded on the version (tag ragtune.gate_override). A candidate (or a rollback target)
+that would let anyone see a document the version behind the alias hid from them is refused too: access fields
+dropped, a different meta file, a document public or wider where it was scoped (pipelines/access.py). Only
+--allow-wider-access overrides that, recorded on the version (tag ragtune.access_widened). The model is a pyfunc
+(serving/pyfunc_model.py, models-from-code) whose one artifact is the run's bundle (serving/bundle.py):
+portable config, index snapshot, project files and model identities. The version's tags link back to the run,
+its sweep parent, the git commit and the dataset and index fingerprints; its description holds the gate verdict.
+Serve it with `python serve.py model=models:/NAME@production` or `mlflow models serve -m models:/NAME@production
+--env-manager local`.
+
+Exit 0: promoted (or the alias moved); 1: the gate or the access check refused; 2: the run or version cannot be
+promoted (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import Run
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from experiments.errors import UserError
+from experiments.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
+from experiments.tracking import TRACKING_HELP, connect
+from pipelines.access import ACCESS_FILE, IndexAccess
+from serving.bundle import PromotionError, snapshot_access, write_bundle
+
+MODEL_FILE = Path(__file__).with_name("pyfunc_model.py")
+WIDENED = "ragtune.access_widened"
+MODEL_NAME = "ragtune"  # the logged model's name inside its run
+SOURCE_RUN = "ragtune.source_run"
+# Run tags copied onto the version: its lineage.
+LINEAGE = {
+    "mlflow.parentRunId": "ragtune.sweep_parent",
+    "ragtune.git_commit": "ragtune.git_commit",
+    "ragtune.pipeline": "ragtune.pipeline",
+    "ragtune.dataset": "ragtune.dataset",
+    "ragtune.dataset_fingerprint": "ragtune.dataset_fingerprint",
+    "ragtune.index_fingerprint": "ragtune.index_fingerprint",
+}
+
+
+def pip_requirements(model_packages: Sequence[str]) -> list[str]:
+    """This project's pinned dependencies, plus the pip packages its models came from (`name==version`)."""
+    pinned = [r for r in importlib.metadata.requires("ragtune") or [] if "extra ==" not in r]
+    names = {r.split("==")[0].lower() for r in pinned}
+    return pinned + [p for p in model_packages if "==" in p and p.split("==")[0].lower() not in names]
+
+
+def current_version(client: MlflowClient, name: str, alias: str) -> ModelVersion | None:
+    try:
+        return client.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        return None
+
+
+def gate_against_alias(client: MlflowClient, run: Run, name: str, alias: str, max_regression: float) -> GateResult | None:
+    """The gate's verdict on `run` against the run behind `name@alias`; None when the alias points nowhere yet."""
+    behind = current_version(client, name, alias)
+    if behind is None:
+        return None
+    baseline = behind.tags.get(SOURCE_RUN) or behind.run_id
+    return gate_runs(client, client.get_run(baseline), run, max_regression)
+
+
+def version_access(name: str, version: ModelVersion) -> IndexAccess:
+    """Who may see what under a registered version: its bundle's access.json, or, for a version promoted before
+    bundles carried one, its snapshot's chunks."""
+    bundle = f"models:/{name}/{version.version}/artifacts/bundle"
+    try:
+        return IndexAccess.read(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{ACCESS_FILE}")))
+    except (MlflowException, OSError):
+        pass
+    identities = json.loads(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/identities.json"))
+                            .read_text(encoding="utf-8"))
+    chunks = f"{bundle}/index/{identities['index_fingerprint']}/chunks.jsonl"
+    try:
+        return snapshot_access(Path(mlflow.artifacts.download_artifacts(artifact_uri=chunks)).parent)
+    except (MlflowException, OSError):
+        raise PromotionError(f"{name} version {version.version} records no access.json and no index chunks: who "
+                             "may see what under it is unknown; --allow-wider-access promotes anyway") from None
+
+
+def widening(client: MlflowClient, name: str, alias: str, candidate: IndexAccess) -> list[str]:
+    """Why `candidate` would widen access over the version behind `name@alias`; empty when it would not."""
+    behind = current_version(client, name, alias)
+    return [] if behind is None else candidate.widened_from(version_access(name, behind))
+
+
+def refuse_wider(name: str, alias: str, reasons: list[str]) -> int:
+    print(f"promote: refused: it would widen access over {name}@{alias}: {'; '.join(reasons)} "
+          "(--allow-wider-access promotes anyway, recorded on the version)", file=sys.stderr)
+    return EXIT_REGRESSED
+
+
+def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regression: float, force: bool,
+            allow_wider: bool = False) -> int:
+    run = client.get_run(run_id)
+    if run.info.status != "FINISHED":
+        raise PromotionError(f"run {run_id} is {run.info.status}: only a finished run can be promoted")
+    verdict = gate_against_alias(client, run, name, alias, max_regression)
+    description = f"gate against {name}@{alias}: " + (
+        "nothing to gate against (first version)" if verdict is None else verdict.summary()
+    )
+    refused = verdict is not None and verdict.exit_code != EXIT_OK
+    if verdict is not None:
+        print("\n".join(verdict.lines()))
+        description += "\n" + "\n".join(verdict.lines())
+    if refused and not force:
+        print(f"promote: refused: {verdict.summary()} (--force promotes anyway, recorded on the version)",
+              file=sys.stderr)
+        return verdict.exit_code
+    with tempfile.TemporaryDirectory(prefix="ragtune-bundle-") as tmp:
+        bundle = Path(tmp) / "bundle"
+        identities = write_bundle(client, run, bundle)
+        access = IndexAccess.read(bundle / ACCESS_FILE)
+        wider = widening(client, name, alias, access)
+        if wider and not allow_wider:
+            return refuse_wider(name, alias, wider)
+        with mlflow.start_run(run_id=run_id):
+            info = mlflow.pyfunc.log_model(
+                name=MODEL_NAME,
+                python_model=str(MODEL_FILE),
+                artifacts={"bundle": str(bundle)},
+                pip_requirements=pip_requirements(list(identities["models"].values())),
+                registered_model_name=name,
+            )
+    version = str(info.registered_model_version)
+    tags = {SOURCE_RUN: run_id, "ragtune.gate": "forced" if refused else "passed" if verdict else "first version"}
+    tags |= {ours: run.data.tags[theirs] for theirs, ours in LINEAGE.items() if theirs in run.data.tags}
+    tags |= access.tags()
+    if refused:
+        tags["ragtune.gate_override"] = "true"
+    if wider:
+        tags[WIDENED] = "; ".join(wider)[:5000]
+    for key, value in tags.items():
+        client.set_model_version_tag(name, version, key, value)
+    client.update_model_version(name, version, description=description)
+    client.set_registered_model_alias(name, alias, version)
+    print(f"promote: {name} version {version} (run {run_id}) is now {name}@{alias}; {description.splitlines()[0]}")
+    print(f"promote: its index is {access.summary()}" + (" (access widened, allowed)" if wider else ""))
+    return EXIT_OK
+
+
+def move_alias(client: MlflowClient, name: str, alias: str, version: str, allow_wider: bool = False) -> int:
+    target = client.get_model_version(name, version)  # raises on an unknown version
+    before = current_version(client, name, alias)
+    wider = [] if before is None else version_access(name, target).widened_from(version_access(name, before))
+    if wider and not allow_wider:
+        return refuse_wider(name, alias, wider)
+    if wider:
+        client.set_model_version_tag(name, target.version, WIDENED, "; ".join(wider)[:5000])
+    client.set_registered_model_alias(name, alias, target.version)
+    was = f"version {before.version}" if before else "nothing"
+    print(f"promote: {name}@{alias} moved from {was} to version {target.version} (run {target.tags.get(SOURCE_RUN)})")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_id", nargs="?", help="the MLflow run to promote (omit with --version)")
+    parser.add_argument("--name", required=True, help="registered model name")
+    parser.add_argument("--alias", default="production")
+    parser.add_argument("--version", help="move the alias to this existing version instead (rollback)")
+    parser.add_argument("--force", action="store_true", help="promote even when the gate finds a regression")
+    parser.add_argument("--allow-wider-access", action="store_true",
+                        help="promote even when someone would see documents the current version hid from them")
+    parser.add_argument("--max-regression", type=float, default=0.05, help="the gate's largest tolerated regression")
+    parser.add_argument("--tracking-uri", help=TRACKING_HELP)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, three bars
+    if (args.run_id is None) == (args.version is None):
+        parser.error("give a RUN_ID to promote, or --version N to move the alias, not both")
+    try:
+        connect(args.tracking_uri, key="--tracking-uri")
+        client = MlflowClient()
+        if args.version is not None:
+            return move_alias(client, args.name, args.alias, args.version, args.allow_wider_access)
+        return promote(client, args.run_id, args.name, args.alias, args.max_regression, args.force,
+                       args.allow_wider_access)
+    except (MlflowException, UserError) as e:
+        print(f"promote: {e}", file=sys.stderr)
+        return EXIT_UNJUDGEABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

