@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from experiments.tracking import PID_TAG
-from tests.servers import free_port, wait_until_up
+from serving.loopback import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

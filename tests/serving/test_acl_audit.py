@@ -6,8 +6,9 @@ import pytest
 from haystack import Document
 
 from experiments.datasets.demo import DEMO_DIR
+from experiments.errors import UserError
 from serving import acl_audit
-from serving.acl_audit import audit, may_see, probes, run_audit
+from serving.acl_audit import PATHS, PyfuncChannel, ServeChannel, audit, may_see, probes, run_audit
 from serving.principals import Principal, read_api_keys
 
 
@@ -43,20 +44,28 @@ class LeakingAnswerer:
                 "stages": {"retrieval": refs, "context": refs}}
 
 
-def test_the_demo_probes_cover_three_tenants_with_more_than_200_requests():
-    keys = read_api_keys(DEMO_DIR / "api_keys.yaml")
-    all_probes = list(probes(keys, tenant_documents(), ["How many days of leave?"]))
-    assert len({keys[p.key].tenant for p in all_probes}) == 3 and len(all_probes) >= 200
-    assert {p.kind for p in all_probes} == {"verbatim", "golden", "forged_body", "forged_header", "filter_injection",
-                                            "history_injection", "prompt_injection"}
+KEYS = read_api_keys(DEMO_DIR / "api_keys.yaml")
 
 
-def test_a_leaking_answerer_is_caught_at_every_layer():
+def channels(answerer) -> list:
+    return [ServeChannel(answerer, KEYS), PyfuncChannel(answerer, KEYS)]
+
+
+def test_the_demo_probes_cover_three_tenants_every_attack_and_requests_without_credentials():
+    all_probes = list(probes(KEYS, tenant_documents(), ["How many days of leave?"]))
+    assert len({KEYS[p.key].tenant for p in all_probes if p.key in KEYS}) == 3 and len(all_probes) >= 300
+    assert {p.kind for p in all_probes} == {
+        "verbatim", "golden", "forged_body", "forged_header", "duplicate_header", "filter_injection", "filter_schema",
+        "filter_range", "invalid_unicode", "oversized", "history_injection", "prompt_injection", "unauthenticated"}
+
+
+def test_a_leaking_answerer_is_caught_at_every_layer_on_every_path():
     documents = tenant_documents()
-    report = audit(LeakingAnswerer(documents, leak=True), documents, ["q?"])
+    report = audit(channels(LeakingAnswerer(documents, leak=True)), KEYS, documents, ["q?"])
     assert report.failed and all(report.leaks[layer] > 0 for layer in acl_audit.LAYERS)
-    clean = audit(LeakingAnswerer(documents, leak=False), documents, ["q?"])
-    assert not clean.failed and clean.checked["context"] > 200 and clean.leaks.total() == 0
+    assert {kind.split("/")[0] for kind in report.requests} == {"serve", "pyfunc"}
+    clean = audit(channels(LeakingAnswerer(documents, leak=False)), KEYS, documents, ["q?"])
+    assert not clean.failed and clean.checked["context"] > 400 and clean.leaks.total() == 0, clean.lines()
     assert "0 cross-tenant chunks or passages, 0 unexpected statuses" in clean.lines()[-1]
 
 
@@ -67,13 +76,25 @@ def test_a_chunk_that_names_no_source_document_counts_as_a_leak():
         def ask(self, *args, **kwargs):
             return super().ask(*args, **kwargs) | {"documents": [{"chunk_id": "stray", "doc_id": None}]}
 
-    assert audit(Unattributed(documents, leak=False), documents, ["q?"]).leaks["context"] > 0
+    assert audit(channels(Unattributed(documents, leak=False)), KEYS, documents, ["q?"]).leaks["context"] > 0
+
+
+def test_a_refusal_that_names_a_hidden_document_is_a_leak():
+    documents = tenant_documents()
+
+    class Telling(LeakingAnswerer):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+            raise UserError(f"cannot filter {documents[0].id}")  # a 400 whose message depends on a document
+
+    report = audit([ServeChannel(Telling(documents, leak=False), KEYS)], KEYS, documents, ["q?"])
+    assert report.leaks["replies"] > 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pipeline", ["hybrid", "crag"])
-def test_no_principal_sees_another_tenants_chunks(pipeline):
-    report = run_audit([f"pipeline={pipeline}"])
+@pytest.mark.parametrize(("pipeline", "paths"), [("hybrid", PATHS), ("crag", ("serve", "pyfunc"))])
+def test_no_principal_sees_another_tenants_chunks_on_any_serving_path(pipeline, paths):
+    report = run_audit([f"pipeline={pipeline}"], paths)
     print("\n".join(report.lines()))
-    assert sum(report.requests.values()) >= 200 and report.checked["context"] >= 300
+    assert {kind.split("/")[0] for kind in report.requests} == set(paths)
+    assert sum(report.requests.values()) >= 300 * len(paths) and report.checked["context"] >= 300
     assert not report.failed, report.lines()

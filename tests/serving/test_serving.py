@@ -12,7 +12,7 @@ import mlflow
 import pytest
 
 from serving import promote
-from tests.servers import free_port, wait_until_up
+from serving.loopback import free_port, wait_until_up
 from tests.test_run import client, job_dir, run, write_local_dataset
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Loopback servers that tests start as subprocesses: a free port, and waiting until one answers."""
+"""Loopback servers started as subprocesses (the audit's `mlflow models serve`, the tests' servers): a free port,
+and waiting until one answers."""
 
 import socket
 import subprocess
