@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -173,6 +174,12 @@ def validate(cfg: DictConfig) -> None:
         isinstance(cfg.get("objective"), str) and "/" in cfg.objective,
         "objective",
         f"must name a logged metric such as retrieval/mrr_at_10, got {cfg.get('objective')!r}",
+    )
+    cutoff = re.search(r"_at_(\d+)$", cfg.objective)
+    _require(
+        cutoff is None or int(cutoff[1]) in ks,
+        "objective",
+        f"{cfg.objective} is logged only when eval.ks holds {cutoff[1] if cutoff else ''}; eval.ks is {ks}",
     )
     _check_order_is_read(cfg)
     _check_selfcheck(cfg)

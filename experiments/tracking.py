@@ -11,11 +11,13 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import mlflow
 from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
@@ -30,6 +32,13 @@ LOCAL_DEFAULT = "sqlite:///mlruns/mlflow.db"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TRACKING_HELP = f"MLflow store (default: $MLFLOW_TRACKING_URI, else {LOCAL_DEFAULT})"
 PID_TAG, HOST_TAG, STALE_TAG = "ragtune.pid", "ragtune.host", "ragtune.stale"
+PROBE_SECONDS = 10.0
+# Registry entries that name a run's or model's artifacts, not a place to keep them.
+SCHEMES_NOT_ROOTS = {"runs", "models"}
+# MLflow's HTTP client: a request that gets no answer in 10 s is retried once, so a silent server fails a call in
+# about 21 s, not MLflow's default of minutes.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
 class TrackingError(UserError):
@@ -52,27 +61,37 @@ def resolve_tracking_uri(explicit: str | None = None) -> str:
     return uri
 
 
-def connect(uri: str | None, key: str = "mlflow.tracking_uri", timeout: float = 5.0) -> str:
-    """Points MLflow at the store and prints it; an unreachable server fails in seconds, naming `key`.
-
-    MLflow itself retries a dead server for minutes before a long traceback.
-    """
+def connect(uri: str | None, key: str = "mlflow.tracking_uri", timeout: float = PROBE_SECONDS) -> str:
+    """Points MLflow at the store and prints it; a server that is down, or up but silent, fails within `timeout`
+    seconds, naming `key`. MLflow's own requests get a timeout and one retry (unless $MLFLOW_HTTP_REQUEST_TIMEOUT
+    and $MLFLOW_HTTP_REQUEST_MAX_RETRIES say otherwise): left alone it retries a dead server for minutes."""
     resolved = resolve_tracking_uri(uri)
-    parsed = urlparse(resolved)
-    if parsed.scheme in {"http", "https"}:
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        try:
-            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
-        except OSError as e:
+    if urlparse(resolved).scheme in {"http", "https"}:
+        for name, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+        problem = unanswered(resolved, timeout)
+        if problem is not None:
             raise TrackingError(
-                f"{key}: MLflow tracking server {resolved} is unreachable ({e}); start it, fix the URI, or unset "
+                f"{key}: MLflow tracking server {resolved} {problem}; start it, fix the URI, or unset "
                 f"MLFLOW_TRACKING_URI to use the local store {LOCAL_DEFAULT}"
-            ) from e
+            )
     mlflow.set_tracking_uri(resolved)
     if resolved.startswith(SQLITE):
         _initialise_sqlite(Path(resolved[len(SQLITE) :]))
     print(f"MLflow tracking store: {resolved}", file=sys.stderr, flush=True)
     return resolved
+
+
+def unanswered(url: str, timeout: float) -> str | None:
+    """Why an HTTP server at `url` does not answer within `timeout` seconds (any reply, an error page too, is an
+    answer); None when it answers."""
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=timeout)
+    except httpx.TimeoutException:
+        return f"did not answer within {timeout:g} s"
+    except httpx.HTTPError as e:
+        return f"is unreachable ({e})"
+    return None
 
 
 def _initialise_sqlite(db: Path) -> None:
@@ -95,7 +114,7 @@ def use_experiment(mlflow_cfg: DictConfig | Mapping[str, Any], name: str) -> str
     """
     uri = connect(mlflow_cfg.get("tracking_uri"))
     root = _artifact_root(mlflow_cfg.get("artifact_root"), uri)
-    location = (root / name).as_uri() if root else None
+    location = (root / name).as_uri() if isinstance(root, Path) else f"{root.rstrip('/')}/{name}" if root else None
     client = MlflowClient()
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
@@ -117,13 +136,38 @@ def use_experiment(mlflow_cfg: DictConfig | Mapping[str, Any], name: str) -> str
     return experiment.experiment_id
 
 
-def _artifact_root(configured: str | None, uri: str) -> Path | None:
-    root = Path(configured).expanduser().resolve() if configured else default_artifact_root(uri)
-    if root is None:
-        return None
-    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise TrackingError(f"mlflow.artifact_root: {root} is not a folder ({blocker} is a file)")
+def _artifact_root(configured: str | None, uri: str) -> Path | str | None:
+    """The artifact location for new experiments, checked: a local folder (a Path) must be writable, a remote one (a
+    URI) must use a scheme MLflow stores artifacts with, and an HTTP one must answer. None: the server chooses."""
+    if not configured:
+        local = default_artifact_root(uri)
+        return None if local is None else _writable_folder(local)
+    scheme = urlparse(configured).scheme
+    if scheme in ("", "file"):
+        return _writable_folder(Path(urlparse(configured).path if scheme else configured).expanduser().resolve())
+    if scheme not in artifact_schemes():
+        raise TrackingError(f"mlflow.artifact_root: MLflow stores no artifacts at {scheme}:// (it knows "
+                            f"{', '.join(sorted(artifact_schemes()))}, or a local folder)")
+    if scheme in ("http", "https") and (problem := unanswered(configured, PROBE_SECONDS)) is not None:
+        raise TrackingError(f"mlflow.artifact_root: {configured} {problem}")
+    return configured
+
+
+def artifact_schemes() -> set[str]:
+    """The URI schemes MLflow has an artifact repository for (s3, gs, wasbs, hdfs, sftp, mlflow-artifacts, ...)."""
+    from mlflow.store.artifact.artifact_repository_registry import _artifact_repository_registry
+
+    return {scheme for scheme in _artifact_repository_registry._registry if scheme and scheme not in SCHEMES_NOT_ROOTS}
+
+
+def _writable_folder(root: Path) -> Path:
+    """The folder, once a file could be written in it; else one TrackingError naming it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as e:
+        raise TrackingError(f"mlflow.artifact_root: cannot write {root} ({e.strerror or e})") from None
     return root
 
 

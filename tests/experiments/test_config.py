@@ -328,6 +328,36 @@ def test_eval_ks_beyond_the_retrieval_depth_are_warned_about(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(("overrides", "ok"), [
+    (["eval.ks=[1,1000]"], False),
+    (["eval.ks=[1,3,5,10]"], True),
+    (["objective=retrieval/recall_at_50", "eval.ks=[10,20]"], False),
+    (["objective=answer/f1", "eval.ks=[1]"], True),  # no cut-off in the name: nothing to hold
+])
+def test_eval_ks_must_hold_the_objectives_cut_off(overrides, ok):
+    cfg = composed(*overrides)
+    if ok:
+        validate(cfg)
+        return
+    with pytest.raises(ConfigError, match=r"config key 'objective': .* is logged only when eval.ks holds"):
+        validate(cfg)
+
+
+def test_a_job_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from experiments.runs.output_dir import OutputDirCheck
+
+    (tmp_path / "afile").write_text("x")
+    config = OmegaConf.create({"hydra": {"run": {"dir": str(tmp_path / "afile" / "job")}}})
+    with pytest.raises(SystemExit) as stop:
+        OutputDirCheck().on_run_start(config)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == f"error: config key 'hydra.run.dir': cannot write {tmp_path / 'afile' / 'job'} (Not a directory)\n"
+    OutputDirCheck().on_run_start(OmegaConf.create({"hydra": {"run": {"dir": str(tmp_path / "ok")}}}))
+    assert (tmp_path / "ok").is_dir()
+
+
 @pytest.mark.parametrize("reranker", ["none", "e5", "mmr"])
 def test_every_offline_reranker_builds_in_the_advanced_pipeline(reranker, tmp_path):
     cfg = config("pipeline=advanced", f"reranker={reranker}")

@@ -32,6 +32,43 @@ def test_an_unreachable_server_fails_fast_naming_the_key():
         tracking.connect("http://127.0.0.1:9", key="--tracking-uri", timeout=2)
 
 
+def test_a_server_that_accepts_connections_but_never_answers_fails_in_the_probes_time():
+    with socket.socket() as silent:  # listens, and never reads or answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(tracking.TrackingError, match=rf"mlflow.tracking_uri: MLflow tracking server {url} did not "
+                                                         r"answer within 0.5 s"):
+            tracking.connect(url, timeout=0.5)
+
+
+def test_mlflows_own_http_calls_get_a_timeout_and_one_retry_unless_the_user_set_them(monkeypatch):
+    for name in tracking.HTTP_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "45")
+    with pytest.raises(tracking.TrackingError):
+        tracking.connect("http://127.0.0.1:9", timeout=2)
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "45" and os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "1"
+
+
+@pytest.mark.parametrize(("root", "message"), [
+    ("nosuchscheme://bucket/x", "MLflow stores no artifacts at nosuchscheme:// (it knows abfss, b2, dbfs, file"),
+    ("http://127.0.0.1:9/artifacts", "http://127.0.0.1:9/artifacts is unreachable"),
+    ("/proc/ragtune/artifacts", "cannot write /proc/ragtune/artifacts (No such file or directory)"),
+])
+def test_an_artifact_root_mlflow_cannot_use_is_refused_before_the_experiment_exists(tmp_path, root, message):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    with pytest.raises(tracking.TrackingError, match=rf"mlflow.artifact_root: {message}".replace("(", r"\(").replace(")", r"\)")):
+        tracking.use_experiment({"tracking_uri": uri, "artifact_root": root}, "demo")
+    assert MlflowClient().get_experiment_by_name("demo") is None
+
+
+def test_a_remote_artifact_root_of_a_known_scheme_is_kept_as_given(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    experiment = tracking.use_experiment({"tracking_uri": uri, "artifact_root": "s3://bucket/ragtune"}, "demo")
+    assert MlflowClient().get_experiment(experiment).artifact_location == "s3://bucket/ragtune/demo"
+
+
 def test_a_configured_root_that_differs_from_the_experiments_is_reported(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     first = tracking.use_experiment({"tracking_uri": uri, "artifact_root": str(tmp_path / "a")}, "demo")

@@ -264,6 +264,30 @@ def test_jwt_settings_are_checked_at_start(jwt_settings, message):
         authenticator(ServeSettings(auth="jwt", jwt=JwtSettings(**jwt_settings)))
 
 
+@pytest.mark.parametrize(("algorithm", "key", "message"), [
+    ("RS256", b"not a pem key", "is not a key for RS256"),
+    ("HS256", b"", "holds 0 bytes; an HS256 secret needs at least 32"),
+    ("HS256", b"short", "holds 5 bytes"),
+    ("HS256", b"-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----", "is not a key for HS256"),
+    ("XS999", b"x" * 64, "unknown algorithm 'XS999'"),
+])
+def test_a_jwt_key_that_cannot_verify_its_algorithm_fails_at_start(tmp_path, algorithm, key, message):
+    (tmp_path / "key").write_bytes(key)
+    with pytest.raises(ConfigError, match=message):
+        authenticator(ServeSettings(auth="jwt", jwt=JwtSettings(key_file=str(tmp_path / "key"), algorithms=[algorithm])))
+
+
+def test_a_private_key_where_the_issuers_public_key_goes_fails_at_start(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "key.pem").write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    with pytest.raises(ConfigError, match="is a private key; give the issuer's public key"):
+        authenticator(ServeSettings(auth="jwt", jwt=JwtSettings(key_file=str(tmp_path / "key.pem"))))
+
+
 def test_an_unknown_auth_is_named():
     with pytest.raises(ConfigError, match="serve.auth': must be api_keys, jwt or header"):
         authenticator(ServeSettings(auth="oauth"))
