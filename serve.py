@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, compose  # noqa: E402
 from experiments.errors import UserError  # noqa: E402
+from experiments.mlflow_traces import MlflowTracer  # noqa: E402
 from serving.bundle import download_bundle  # noqa: E402
 from serving.served_pipeline import ServedPipeline  # noqa: E402
 from serving.server import ServerState, authenticator, create_app  # noqa: E402
@@ -50,9 +51,10 @@ def main(argv: list[str]) -> int:
     connect(cfg.mlflow.tracking_uri)
     if serve.autolog:
         import mlflow
+        from haystack import tracing
 
         mlflow.set_experiment(serve.trace_experiment)
-        mlflow.haystack.autolog(silent=True)
+        tracing.tracer.is_content_tracing_enabled = True  # components hand their inputs and outputs to the spans
     state = ServerState(model_uri=uri)
     app = create_app(state, authenticate, serve)
     server = uvicorn.Server(uvicorn.Config(app, host=serve.host, port=serve.port, log_level="warning"))
@@ -61,6 +63,7 @@ def main(argv: list[str]) -> int:
     def load() -> None:
         try:
             served = ServedPipeline.load(download_bundle(uri))
+            served.tracer = MlflowTracer() if serve.autolog else None
             if not served.takes_filters:
                 raise ConfigError(f"{uri}: its pipeline has no 'filters' input, so requests cannot be kept to their tenant")
             state.answerer = served

@@ -103,6 +103,7 @@ class EvalSchema:
     redundancy_threshold: float = 0.9
     confidence: float = 0.95
     trace_sample: int = 20
+    trace_full: bool = False
     judge: JudgeSchema | None = None
 
 

@@ -65,6 +65,8 @@ class EvalSettings:
     confidence: float = 0.95
     # Questions whose pipeline run is logged as an MLflow trace (spread over the set; 0: none).
     trace_sample: int = 0
+    # Traces keep whole documents and strings, not only ids, scores, spans and the start of each text.
+    trace_full: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def evaluate(
     with (
         timing_components() as timer,
         counting_chat_calls(components) as chat,
-        QuestionTraces(settings.trace_sample, len(golden), timer) as traces,
+        QuestionTraces(settings.trace_sample, len(golden), timer, settings.trace_full) as traces,
     ):
         for index, item in enumerate(tqdm(golden, desc=f"evaluate {query.name}", unit="q", disable=not progress)):
             raise_if_interrupted()

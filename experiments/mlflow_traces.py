@@ -1,9 +1,10 @@
 """Per-question MLflow traces: the run's Traces tab shows what each pipeline stage of a sampled question did.
 
-Haystack's OpenTelemetry tracer (`opentelemetry-haystack`) feeds `mlflow.haystack.autolog()`. Haystack keeps one
-active tracer, evaluation's component timer, so the timer forwards its spans to MLflow's tracer only around the
-sampled questions' pipeline runs; the others cost nothing. Each trace is tagged with its question id once the
-traces are flushed.
+Haystack keeps one active tracer, evaluation's component timer, so the timer forwards its spans to `MlflowTracer`
+only around the sampled questions' pipeline runs; the others cost nothing. `MlflowTracer` writes Haystack's spans
+straight into MLflow spans (`mlflow.start_span`): one per pipeline run and one per component run, named after the
+component, with its inputs and outputs made `lean` (ids, scores, spans and the start of each text) unless
+`eval.trace_full`. Each trace is tagged with its question id once the traces are flushed.
 """
 
 from __future__ import annotations
@@ -16,10 +17,19 @@ from typing import Any
 import mlflow
 import numpy as np
 from haystack import tracing
+from haystack.tracing import Span, Tracer
+from mlflow.entities import LiveSpan, SpanType
 
-from experiments.tracing import ComponentTimer
+from experiments.tracing import COMPONENT_NAME, COMPONENT_RUN, ComponentTimer, lean
 
 QUESTION_TAG = "ragtune.question_id"
+INPUTS = ("haystack.component.input", "haystack.pipeline.input_data", "haystack.agent.input",
+          "haystack.agent.step.tool.input")
+OUTPUTS = ("haystack.component.output", "haystack.pipeline.output_data", "haystack.agent.output",
+           "haystack.agent.step.tool.output")
+# MLflow span types by what a component's class name says it is.
+SPAN_TYPES = {"Retriever": SpanType.RETRIEVER, "Embedder": SpanType.EMBEDDING, "Ranker": SpanType.RERANKER,
+              "Generator": SpanType.CHAT_MODEL, "Agent": SpanType.AGENT, "Router": SpanType.CHAIN}
 logger = logging.getLogger(__name__)
 
 
@@ -30,23 +40,65 @@ def sampled_indices(sample: int, total: int) -> set[int]:
     return {int(i) for i in np.linspace(0, total - 1, min(sample, total)).round()}
 
 
+class _MlflowSpan(Span):
+    def __init__(self, live: LiveSpan, full: bool) -> None:
+        self.live, self.full = live, full
+
+    def set_tag(self, key: str, value: Any) -> None:
+        shown = value if self.full else lean(value)
+        if key in INPUTS:
+            self.live.set_inputs(shown)
+        elif key in OUTPUTS:
+            self.live.set_outputs(shown)
+        elif isinstance(value, str | int | float | bool):
+            self.live.set_attribute(key, value)
+
+    def raw_span(self) -> Any:
+        return self.live
+
+
+class MlflowTracer(Tracer):
+    """Haystack's spans as MLflow spans of the current trace (a new trace when none is open)."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full = full
+        self._current: list[_MlflowSpan] = []
+
+    @contextlib.contextmanager
+    def trace(
+        self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
+    ) -> Iterator[Span]:
+        tags = tags or {}
+        kind = str(tags.get("haystack.component.type", ""))
+        name = str(tags.get(COMPONENT_NAME, operation_name)) if operation_name == COMPONENT_RUN else operation_name
+        span_type = next((t for suffix, t in SPAN_TYPES.items() if kind.endswith(suffix)), SpanType.CHAIN
+                         if operation_name != COMPONENT_RUN else SpanType.UNKNOWN)
+        with mlflow.start_span(name=name, span_type=span_type) as live:
+            span = _MlflowSpan(live, self.full)
+            for key, value in tags.items():
+                span.set_tag(key, value)
+            self._current.append(span)
+            try:
+                yield span
+            finally:
+                self._current.pop()
+
+    def current_span(self) -> Span | None:
+        return self._current[-1] if self._current else None
+
+
 class QuestionTraces:
     """Traces the pipeline runs of sampled questions into the active MLflow run."""
 
-    def __init__(self, sample: int, total: int, timer: ComponentTimer) -> None:
+    def __init__(self, sample: int, total: int, timer: ComponentTimer, full: bool = False) -> None:
         self.indices = sampled_indices(sample, total) if mlflow.active_run() is not None else set()
         self.trace_ids: dict[str, str] = {}
         self.timer = timer
-        self._mlflow_tracer: Any = None
+        self.tracer = MlflowTracer(full)
         self._content = False
 
     def __enter__(self) -> QuestionTraces:
-        if self.indices:
-            active, self._content = tracing.tracer.actual_tracer, tracing.tracer.is_content_tracing_enabled
-            mlflow.haystack.autolog(silent=True)  # makes MLflow's tracer the active one, with content tracing on
-            self._mlflow_tracer = tracing.tracer.actual_tracer
-            tracing.enable_tracing(active)
-            tracing.tracer.is_content_tracing_enabled = self._content  # inputs and outputs recorded when traced only
+        self._content = tracing.tracer.is_content_tracing_enabled
         return self
 
     @contextlib.contextmanager
@@ -56,8 +108,8 @@ class QuestionTraces:
             yield
             return
         before = mlflow.get_last_active_trace_id()
-        self.timer.forward = self._mlflow_tracer
-        tracing.tracer.is_content_tracing_enabled = True
+        self.timer.forward = self.tracer
+        tracing.tracer.is_content_tracing_enabled = True  # Haystack hands components' inputs and outputs over
         try:
             yield
         finally:
@@ -68,10 +120,8 @@ class QuestionTraces:
                 self.trace_ids[question_id] = trace_id
 
     def __exit__(self, *exc: object) -> None:
-        if not self.indices:
+        if not self.trace_ids:
             return
-        mlflow.haystack.autolog(disable=True)
-        tracing.tracer.is_content_tracing_enabled = self._content
         try:
             mlflow.flush_trace_async_logging()
             client = mlflow.MlflowClient()

@@ -173,6 +173,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         redundancy_threshold=cfg.eval.redundancy_threshold,
         confidence=cfg.eval.confidence,
         trace_sample=cfg.eval.trace_sample,
+        trace_full=cfg.eval.trace_full,
     )
     if judge is not None:
         mlflow.set_tags(identity_tags({"judge": judge.identity}))
@@ -316,8 +317,13 @@ def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: 
 
 
 def _flat_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """MLflow tables want flat columns: nested chunk lists become JSON text."""
-    columns = list(dict.fromkeys(key for record in records for key in record))
+    """The per-question records as MLflow's UI shows a table: flat columns, nested lists as JSON text, and the
+    candidates of every stage left to per_question.jsonl (fifty ids a cell, repeated per stage, are most of its
+    size and nobody reads them there)."""
+    columns = [
+        key for key in dict.fromkeys(key for record in records for key in record)
+        if not (key.startswith(STAGE_PREFIX) or key == "retrieval/chunks")
+    ]
     return {
         column: [
             json.dumps(r.get(column), ensure_ascii=False) if isinstance(r.get(column), list) else r.get(column)

@@ -12,11 +12,56 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from haystack import tracing
+from haystack import Document, tracing
+from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from haystack.tracing import Span, Tracer
 
 COMPONENT_RUN = "haystack.component.run"
 COMPONENT_NAME = "haystack.component.name"
+
+
+# What a lean trace (experiments/mlflow_traces.py) keeps of each value a component takes or gives
+# (`eval.trace_full=true` keeps everything): the
+# first TEXT_DOCUMENTS documents of a list as id, score, span and the start of their text, the next ones up to
+# MAX_DOCUMENTS as "id score", and how many more there were.
+TEXT_CHARS = 100
+TEXT_DOCUMENTS = 3
+MAX_DOCUMENTS = 5  # of a list; per_question.jsonl lists every stage's documents in full
+STRING_CHARS = 2000  # of any other string (a question, a prompt, an answer)
+MAX_NUMBERS = 8  # a longer list of numbers (an embedding) becomes its length
+
+
+def lean(value: Any, text_documents: int = TEXT_DOCUMENTS) -> Any:
+    """A trace-sized copy of `value`: documents cut to what locates them (embeddings and metadata dropped), long
+    strings cut, vectors replaced by their length; other values as they are."""
+    if isinstance(value, Document):
+        return {"id": value.id, "score": value.score, "span": value.meta.get("span"),
+                "text": _cut(value.content or "", TEXT_CHARS)}
+    if isinstance(value, str):
+        return _cut(value, STRING_CHARS)
+    if isinstance(value, ChatMessage):
+        return {"role": value.role.value, "text": _cut(value.text or "", STRING_CHARS)}
+    if isinstance(value, GeneratedAnswer):
+        return {"data": lean(value.data), "documents": lean(value.documents, text_documents), "meta": lean(value.meta)}
+    if isinstance(value, dict):
+        return {key: lean(item, text_documents) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        if len(value) > MAX_NUMBERS and all(isinstance(v, int | float) for v in value):
+            return f"<{len(value)} numbers>"
+        if value and all(isinstance(item, Document) for item in value):
+            shown = [lean(d) if i < text_documents else _located(d) for i, d in enumerate(value[:MAX_DOCUMENTS])]
+            more = len(value) - MAX_DOCUMENTS
+            return shown + ([f"... {more} more documents (per_question.jsonl lists them all)"] if more > 0 else [])
+        return [lean(item, text_documents) for item in value]
+    return value
+
+
+def _located(document: Document) -> str:
+    return document.id if document.score is None else f"{document.id} {document.score:.4g}"
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else f"{text[:chars]}... (+{len(text) - chars} chars)"
 
 
 class _TimedSpan(Span):
@@ -48,11 +93,11 @@ class ComponentTimer(Tracer):
     span is opened there too and gets the same tags.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, forward: Tracer | None = None) -> None:
         self._current: list[_TimedSpan] = []
         self._times: dict[str, float] = defaultdict(float)
         self._calls: Counter[str] = Counter()
-        self.forward: Tracer | None = None
+        self.forward = forward
 
     @contextlib.contextmanager
     def trace(
@@ -86,12 +131,11 @@ class ComponentTimer(Tracer):
 
 
 @contextlib.contextmanager
-def timing_components(forward: bool = False) -> Iterator[ComponentTimer]:
-    """Enables the timer for the block and restores whatever tracer was active before; with `forward`, that tracer
-    (MLflow's, once `mlflow.haystack.autolog()` ran) still receives every span."""
+def timing_components(forward: Tracer | None = None) -> Iterator[ComponentTimer]:
+    """Enables the timer for the block and restores whatever tracer was active before; `forward` (an MlflowTracer,
+    experiments/mlflow_traces.py) receives every span too."""
     previous = tracing.tracer.actual_tracer
-    timer = ComponentTimer()
-    timer.forward = previous if forward else None
+    timer = ComponentTimer(forward)
     tracing.enable_tracing(timer)
     try:
         yield timer

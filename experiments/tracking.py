@@ -48,17 +48,17 @@ class TrackingError(UserError):
 def resolve_tracking_uri(explicit: str | None = None) -> str:
     """An explicit value, else `$MLFLOW_TRACKING_URI`, else the local sqlite store.
 
-    A relative sqlite path is made absolute (against the cwd) and its folder created.
+    A sqlite path is made absolute (a relative one against the cwd) and its folder created.
     """
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_DEFAULT
-    if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
-        path = Path(uri[len(SQLITE) :]).resolve()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise TrackingError(f"mlflow.tracking_uri: cannot create {path.parent} ({e})") from e
-        return f"{SQLITE}{path}"
-    return uri
+    if not uri.startswith(SQLITE):
+        return uri
+    path = Path(uri[len(SQLITE) :]).resolve()  # sqlite:////abs/path keeps its leading slash
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TrackingError(f"mlflow.tracking_uri: cannot create {path.parent} ({e.strerror or e})") from e
+    return f"{SQLITE}{path}"
 
 
 def connect(uri: str | None, key: str = "mlflow.tracking_uri", timeout: float = PROBE_SECONDS) -> str:

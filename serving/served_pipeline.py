@@ -14,6 +14,7 @@ from typing import Any
 
 from haystack import Document
 from haystack.dataclasses import StreamingChunk
+from haystack.tracing import Tracer
 
 from experiments.evaluate import answer_fields, request_inputs
 from experiments.grading_metrics import grading_record
@@ -34,6 +35,8 @@ class ServedPipeline:
     indexed: IndexedPipeline
     access: IndexAccess
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Every question's run as an MLflow trace (serve.autolog): experiments.mlflow_traces.MlflowTracer.
+    tracer: Tracer | None = None
 
     @classmethod
     def load(cls, folder: Path) -> ServedPipeline:
@@ -80,7 +83,7 @@ class ServedPipeline:
         query = self.indexed.query
         if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
             raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
-        with self.lock, timing_components(forward=True) as timer:
+        with self.lock, timing_components(self.tracer) as timer:
             outputs = query.run(streaming_callback=_text_of(on_token), **request_inputs(query, question, history, filters))
             spent = timer.take()
         answer = query.answer(outputs)

@@ -104,3 +104,30 @@ def test_common_and_rare_values_combine():
     assert masks.mask({"field": "meta.tenant", "operator": "not in", "value": ["big", "t3"]}).sum() == 9
     big = masks.mask({"field": "meta.tenant", "operator": "==", "value": "big"})
     assert big.sum() == 60 and masks.mask({"field": "meta.tenant", "operator": "==", "value": "big"}).sum() == 60
+
+
+@pytest.mark.parametrize("condition", [
+    {"field": "meta.acl", "operator": ">", "value": 1},  # a list on some documents: not comparable with 1
+    {"field": "meta.page", "operator": ">=", "value": "2024-01-01"},  # a number where a date goes
+    {"field": "meta.acl", "operator": "<", "value": "b"},
+])
+def test_a_comparison_a_documents_value_cannot_take_is_no_match_not_an_error(condition):
+    """Whether a filter fails must not depend on documents the caller may not see: the mask covers all of them."""
+    documents = [Document(content="x", meta=m) for m in ({"acl": ["hr"], "page": 3}, {"page": "v"}, {})]
+    assert DocumentMasks(documents).mask(condition).tolist() == [False, False, False]
+
+
+def test_list_valued_equality_is_answered_per_document_not_an_unhashable_error():
+    documents = [Document(content="x", meta={"acl": ["hr"]}), Document(content="y", meta={})]
+    assert DocumentMasks(documents).mask({"field": "meta.acl", "operator": "==", "value": ["hr"]}).tolist() == [True, False]
+
+
+def test_value_indexes_of_request_fields_are_bounded_and_the_access_fields_stay():
+    from components.document_masks import MAX_CACHED_FIELDS
+
+    masks = DocumentMasks([Document(content="x", meta={"tenant": "a", "f0": 1})], ("meta.tenant",))
+    for i in range(MAX_CACHED_FIELDS * 3):
+        masks.mask({"field": f"meta.f{i}", "operator": "==", "value": 1})
+    assert len(masks._fields) == MAX_CACHED_FIELDS and "meta.f0" not in masks._fields
+    assert list(masks._pinned) == ["meta.tenant"]
+    assert masks.mask({"field": "meta.f0", "operator": "==", "value": 1}).tolist() == [True]  # rebuilt on demand

@@ -43,8 +43,10 @@ def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_
     logged = mlflow.search_traces(locations=[experiment], run_id=run.info.run_id, return_type="list")
     assert sorted(t.info.tags[QUESTION_TAG] for t in logged) == ["q0", "q3"]
     spans = {s.name: s for s in logged[0].data.spans}
-    assert "haystack.pipeline.run" in spans and "InMemoryBM25Retriever" in spans
-    assert spans["InMemoryBM25Retriever"].outputs["documents"]  # content is traced: what the stage returned
+    assert set(spans) == {"haystack.pipeline.run", "bm25"} and spans["bm25"].span_type == "RETRIEVER"
+    assert spans["bm25"].parent_id == spans["haystack.pipeline.run"].span_id
+    returned = spans["bm25"].outputs["documents"]  # content is traced, lean: what the stage returned
+    assert returned and all(set(d) == {"id", "score", "span", "text"} for d in returned) and returned[0]["text"]
     pipeline.run({"bm25": {"query": "leave"}})  # tracing is off again after the block
     assert len(mlflow.search_traces(locations=[experiment], return_type="list")) == 2
 
@@ -56,3 +58,36 @@ def test_without_an_active_run_nothing_is_traced(tmp_path):
         with traces.question(0, "q0"):
             bm25_pipeline().run({"bm25": {"query": "leave"}})
     assert traces.trace_ids == {}
+
+
+def test_a_lean_trace_keeps_ids_scores_spans_and_the_start_of_the_text_and_full_keeps_all():
+    from experiments.tracing import MAX_DOCUMENTS, TEXT_CHARS, lean
+
+    documents = [Document(id=f"d#{i}-{i + 9}", content="x" * 500, score=1 / (i + 1), embedding=[0.1] * 384,
+                          meta={"span": [i, i + 9], "tenant": "acme"}) for i in range(12)]
+    shown = lean({"documents": documents, "query": "q" * 5000, "query_embedding": [0.5] * 384})
+    assert shown["documents"][0] == {"id": "d#0-9", "score": 1.0, "span": [0, 9],
+                                     "text": "x" * TEXT_CHARS + f"... (+{500 - TEXT_CHARS} chars)"}
+    assert shown["documents"][3] == "d#3-12 0.25" and len(shown["documents"]) == MAX_DOCUMENTS + 1
+    assert shown["documents"][-1] == "... 7 more documents (per_question.jsonl lists them all)"
+    assert shown["query"].endswith("... (+3000 chars)") and shown["query_embedding"] == "<384 numbers>"
+
+
+def test_a_traced_question_stays_under_50_kb_even_on_long_chinese_documents(tmp_path):
+    """Two retrievers' 50 candidates of 2,000 Han characters each: kept whole, that is about 1.2 MB of spans."""
+    _, _, experiment = tracking(tmp_path)
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(content=f"年假规定第{i}条。" + "员工年假天数按工龄计算。" * 170, meta={"span": [0, 2000]})
+                           for i in range(60)])
+    pipeline = Pipeline()
+    pipeline.add_component("bm25", InMemoryBM25Retriever(store, top_k=50))
+    pipeline.add_component("again", InMemoryBM25Retriever(store, top_k=50))
+    with (
+        mlflow.start_run(experiment_id=experiment),
+        timing_components() as timer,
+        QuestionTraces(sample=1, total=1, timer=timer) as traces,
+        traces.question(0, "q0"),
+    ):
+        pipeline.run({"bm25": {"query": "年假"}, "again": {"query": "工龄"}})
+    [trace] = mlflow.search_traces(locations=[experiment], return_type="list")
+    assert len(trace.data.spans) == 3 and len(trace.to_json()) <= 50_000, len(trace.to_json())

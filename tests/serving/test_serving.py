@@ -16,6 +16,7 @@ from serving.loopback import free_port, wait_until_up
 from tests.test_run import client, job_dir, run, write_local_dataset
 
 pytestmark = pytest.mark.slow
+SERVE_PY = Path(__file__).resolve().parents[2] / "serve.py"
 # What a served reply shares with the run's record of the same question.
 SHARED = ("answer", "refused", "unsupported_sentences")
 
@@ -74,7 +75,7 @@ def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
     (root / "keys.yaml").write_text("k-acme: {tenant: acme, groups: []}\n")
     port, log = free_port(), root / "serve_py.log"
     server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve().parents[1] / "serve.py"), "model=models:/rag@production",
+        [sys.executable, str(SERVE_PY), "model=models:/rag@production",
          f"serve.api_keys_file={root / 'keys.yaml'}", f"serve.port={port}", f"mlflow.tracking_uri={uri}",
          "serve.autolog=true"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=root,
@@ -88,6 +89,7 @@ def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
         assert reply.status_code == 200, reply.text
         assert {k: reply.json()[k] for k in SHARED} == {k: records[0][k] for k in SHARED}
         assert '"tenant": "acme", "status": 200' in log.read_text()  # one JSON log line per request
+        assert "models:/rag@production is not tenant-split: none of its 3 documents has a tenant or acl" in log.read_text()
         assert reply.json()["stages_ms"]  # milliseconds per component, also in the log line
         assert traced_components(uri, "ragtune-serve") >= set(reply.json()["stages_ms"])
     finally:
@@ -113,8 +115,28 @@ def test_serve_py_names_a_missing_model_in_one_line(promoted, tmp_path):
     _, uri, _, _ = promoted
     (tmp_path / "keys.yaml").write_text("k: {tenant: t, groups: []}\n")
     result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve().parents[1] / "serve.py"), "model=models:/nothing@production",
+        [sys.executable, str(SERVE_PY), "model=models:/nothing@production",
          f"serve.api_keys_file={tmp_path / 'keys.yaml'}", f"mlflow.tracking_uri={uri}", f"serve.port={free_port()}"],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 2 and "error:" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_serve_py_names_a_damaged_bundle_in_one_line(promoted, tmp_path):
+    _, uri, _, _ = promoted
+    version = mlflow.MlflowClient(uri).get_model_version_by_alias("rag", "production")
+    stored = mlflow.MlflowClient(uri).get_logged_model(version.model_id).artifact_location.removeprefix("file://")
+    embeddings = next(Path(stored).rglob("embeddings.npy"))  # in the registered model's own files
+    saved = embeddings.read_bytes()
+    embeddings.unlink()
+    (tmp_path / "keys.yaml").write_text("k: {tenant: t, groups: []}\n")
+    try:
+        result = subprocess.run(
+            [sys.executable, str(SERVE_PY), "model=models:/rag@production", f"serve.api_keys_file={tmp_path / 'keys.yaml'}",
+             f"mlflow.tracking_uri={uri}", f"serve.port={free_port()}"],
+            capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        embeddings.write_bytes(saved)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "is damaged: index/" in result.stderr and "embeddings.npy is missing" in result.stderr
