@@ -52,6 +52,7 @@ from experiments.golden import GoldenItem  # noqa: E402
 from experiments.indexed import prepare_pipeline  # noqa: E402
 from experiments.metrics import rank_metrics  # noqa: E402
 from experiments.relevance import judge  # noqa: E402
+from pipelines.fusion_fit import KINDS, choose_weight, pseudo_query_lists  # noqa: E402
 
 K = 10
 LOSS_THRESHOLD = 0.02  # a held-out MRR@10 more than 2 % (relative) below the best single path is a loss
@@ -60,7 +61,7 @@ BUILTIN_SETS: dict[str, list[str]] = {
     "demo-zh": ["dataset=demo", "dataset.subset=zh"],
     "halueval": ["dataset=halueval"],  # 200 sampled questions (conf/dataset/halueval.yaml)
 }
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 # --- the grid -------------------------------------------------------------------------------------------------
@@ -72,8 +73,8 @@ def grid() -> dict[str, dict[str, Any]]:
     The BM25 weight stays 1 and the dense weight varies: only their ratio matters for rrf and dbsf.
     """
     points: dict[str, dict[str, Any]] = {}
-    for bonus in (0.0, 0.1, 0.2, 0.3, 0.5):
-        for dense in (0.5, 0.75, 1.0, 1.5, 2.0):
+    for bonus in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8):
+        for dense in (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0):
             points[f"dbsf b={bonus:g} wd={dense:g}"] = {
                 "mode": "dbsf",
                 "agreement_bonus": bonus,
@@ -135,6 +136,8 @@ class SetRun:
     top_k: int
     min_overlap: float
     info: dict[str, Any] = field(default_factory=dict)
+    # Per pseudo-query kind (pipelines/fusion_fit.py): the pseudo-queries and each path's list for them.
+    pseudo: dict[str, tuple[list[tuple[str, str]], list[dict[str, list[Document]]]]] = field(default_factory=dict)
 
 
 def doc_set_overrides(cache: Path) -> dict[str, list[str]]:
@@ -194,7 +197,7 @@ def retrieve(
     )
     if use_cache and cached.exists():
         with cached.open("rb") as handle:
-            run = pickle.load(handle)
+            run = _Unpickler(handle).load()
         print(f"{name}: {len(run.items)} questions, candidate lists from {cached}")
         return run
 
@@ -219,6 +222,11 @@ def retrieve(
             }
         )
         fused.append([_light(doc) for doc in query.documents_at(outputs, query.retrieval_output)])
+    chunks = prepared.store.filter_documents()
+    pseudo = {}
+    for kind in KINDS:
+        queries, found = pseudo_query_lists(query.pipeline, fusion, chunks, kind)
+        pseudo[kind] = (queries, [{path: [_light(d) for d in docs] for path, docs in lists_.items()} for lists_ in found])
     run = SetRun(
         name=name,
         language=dataset.language,
@@ -228,6 +236,7 @@ def retrieve(
         fusion_params=fusion_params,
         top_k=int(cfg.retriever.top_k),
         min_overlap=float(cfg.eval.min_overlap),
+        pseudo=pseudo,
         info={
             "documents": len(dataset.documents),
             "chunks": index.chunks,
@@ -243,6 +252,13 @@ def retrieve(
         f"{name}: {len(items)} questions retrieved in {run.info['seconds']} s (index cache hit: {index.cache_hit})"
     )
     return run
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads lists cached by this file run as a script, whose SetRun was `__main__.SetRun`."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return SetRun if name == "SetRun" else super().find_class(module, name)
 
 
 def _light(doc: Document) -> Document:
@@ -289,6 +305,11 @@ def evaluate_set(run: SetRun, points: dict[str, dict[str, Any]]) -> dict[str, di
     results["default"] = score(run, default)
     for label, changes in tqdm(points.items(), desc=f"grid {run.name}", unit="pt", leave=False):
         results[label] = score(run, fuse(run, {**run.fusion_params, **changes}))
+    for kind, (queries, found) in run.pseudo.items():
+        fit = choose_weight(RankFusionJoiner(**run.fusion_params), found, queries, kind)
+        weights = {**(run.fusion_params.get("weights") or {}), "dense": fit.dense_weight}
+        results[f"fit:{kind}"] = score(run, fuse(run, {**run.fusion_params, "weights": weights})) | {
+            "dense_weight": fit.dense_weight, **{f"pseudo_mrr_{p}": m for p, m in fit.path_mrr.items()}}
     return results
 
 
@@ -465,4 +486,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks import fusion_loso  # the cached lists then pickle this module's SetRun, not __main__'s
+
+    sys.exit(fusion_loso.main())

@@ -50,6 +50,7 @@ class ExtractiveCompressor:
         min_best_score: float = 0.2,
         dedup_threshold: float = 0.8,
         tokenizer_model: str | None = None,
+        keep_ratio: float | None = None,
     ) -> None:
         """
         :param token_budget: Most tokens kept: the generator's tokens when `tokenizer_model` is given, else words
@@ -58,17 +59,22 @@ class ExtractiveCompressor:
         :param min_best_score: Below this best strip score the question is broad and the context passes whole.
         :param dedup_threshold: A strip whose term overlap (Jaccard) with a kept strip reaches this is dropped.
         :param tokenizer_model: A GGUF file whose vocabulary counts the budget (only the vocabulary is loaded).
+        :param keep_ratio: When set, only strips scoring at least this share of the best strip are kept (then the
+            budget applies): what is kept depends on how the strips compare, not on how long a language's words are.
         :raises ValueError: on a non-positive budget or strip size, or thresholds outside [0, 1].
         """
         if token_budget < 1 or sentences_per_strip < 1:
             raise ValueError("token_budget and sentences_per_strip must be at least 1")
         if not (0 <= min_best_score <= 1 and 0 < dedup_threshold <= 1):
             raise ValueError("min_best_score must be in [0, 1] and dedup_threshold in (0, 1]")
+        if keep_ratio is not None and not 0 < keep_ratio <= 1:
+            raise ValueError("keep_ratio must be None or in (0, 1]")
         self.token_budget = token_budget
         self.sentences_per_strip = sentences_per_strip
         self.min_best_score = min_best_score
         self.dedup_threshold = dedup_threshold
         self.tokenizer_model = tokenizer_model
+        self.keep_ratio = keep_ratio
         self._vocab: Any = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +86,7 @@ class ExtractiveCompressor:
             min_best_score=self.min_best_score,
             dedup_threshold=self.dedup_threshold,
             tokenizer_model=self.tokenizer_model,
+            keep_ratio=self.keep_ratio,
         )
 
     @classmethod
@@ -118,9 +125,12 @@ class ExtractiveCompressor:
         scores = _scores(query, [s.text for s in strips])
         if max(scores) < self.min_best_score:
             return {"documents": documents}
+        floor = self.keep_ratio * max(scores) if self.keep_ratio is not None else 0.0
         kept: list[int] = []
         used = 0
         for index in sorted(range(len(strips)), key=lambda i: (-scores[i], i)):
+            if scores[index] < floor:
+                break
             size = self.count_tokens(strips[index].text)
             if kept and used + size > self.token_budget:
                 continue

@@ -80,7 +80,7 @@ class RankFusionJoiner:
       and weighted; a document scores its best path plus `agreement_bonus` times its other paths. With a bonus of
       0 this is DocumentJoiner's DBSF, except that a list whose scores do not vary is placed at 0.5. Score-aware
       fusion keeps a confident path's top hit on top, which rank-only RRF loses when the other path is weak
-      (see README, "Fusion defaults").
+      (see docs/pipelines.md, "Fusion defaults").
     - `merge` and `concatenate` are delegated to DocumentJoiner (only `merge` uses weights there).
     - `confidence` ("gap" or "entropy") with `confidence_strength` > 0 makes the weights query-adaptive: each
       path's weight is multiplied by (0.1 + c) ** strength, where c in [0, 1] says how clearly that path's top

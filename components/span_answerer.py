@@ -62,7 +62,7 @@ class SpanAnswerer:
         :param max_text_tokens: Model tokens of sentence text offered per question; the best sentence comes first
             and the text is cut at a word boundary. Prompt evaluation is most of the answerer's time (about 7 ms a
             token for Gemma-3-270M on 2 cores), and the few-shot prefix before the text stays cached. 96 was best or
-            tied against 48 and 64 on each of demo-en, demo-zh and HaluEval-200 (README, "first run").
+            tied against 48 and 64 on each of demo-en, demo-zh and HaluEval-200 (docs/results/2026-12-01-first-run.md).
         :param rank_penalty: Prefer sentences of higher-ranked chunks (see ExtractiveAnswerer).
         :param n_ctx: llama.cpp context window.
         :param model_kwargs: More `llama_cpp.Llama` arguments (e.g. seed); by default every core decodes

@@ -155,7 +155,7 @@ def grade_golden_set(overrides: Sequence[str], progress: bool = True) -> tuple[l
     if query.grader is None:
         raise CalibrationError(f"pipeline '{query.name}' has no grader (a CRAG evaluator named by `grader:`)")
     indexed.index()
-    query.warm_up()
+    indexed.warm_up()
     corpus = {doc.id: doc.content or "" for doc in indexed.dataset.documents}
     graded = []
     # Greetings and vague questions (a no_retrieval or clarify route) are no retrieval to grade.

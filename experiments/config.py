@@ -19,6 +19,7 @@ from components.rank_fusion_joiner import MODES
 from components.text import LANGUAGES
 from experiments.errors import UserError
 from experiments.models import resolve_model
+from pipelines.fusion_fit import KINDS as FIT_KINDS
 
 
 class ConfigError(UserError, ValueError):
@@ -73,6 +74,8 @@ class FusionSchema:
     unfit_weight: float = 0.0
     confidence: str | None = None
     confidence_strength: float = 0.0
+    fit: str | None = None
+    fit_queries: str = "sentence"
 
 
 @dataclass
@@ -159,6 +162,9 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.retriever.fusion.mode in MODES, "retriever.fusion.mode", f"must be one of {sorted(MODES)}")
     _require(cfg.retriever.fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
     _require(cfg.retriever.fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
+    _require(cfg.retriever.fusion.get("fit") in (None, "auto"), "retriever.fusion.fit", "must be null or auto")
+    _require(cfg.retriever.fusion.get("fit_queries", "sentence") in FIT_KINDS, "retriever.fusion.fit_queries",
+             f"must be one of {list(FIT_KINDS)}")
     _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
     if "crag" in cfg:  # read inside a router template, where a typo would silently mean "refuse"
         action = cfg.crag.get("incorrect_action")

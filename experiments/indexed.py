@@ -16,6 +16,7 @@ from haystack import Pipeline
 from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
+from components.rank_fusion_joiner import RankFusionJoiner
 from experiments.config import ConfigError
 from experiments.datasets import Dataset, load_dataset
 from experiments.identities import model_identities
@@ -27,6 +28,7 @@ from pipelines.builder import (
     instantiate_component,
     reads_embeddings,
 )
+from pipelines.fusion_fit import FusionFit, FusionFitError, fit_fusion
 from pipelines.ingest import (
     DamagedIndexError,
     IndexInfo,
@@ -69,6 +71,8 @@ class IndexedPipeline:
     lineage: str | None = None  # what every index built this way shares, whatever the corpus (ingest.update)
     update: bool = False
     server_side: bool = False  # the index is a collection on a server (store=weaviate), not a snapshot here
+    fusion_fit: str | None = None  # retriever.fusion.fit_queries when retriever.fusion.fit=auto
+    fit: FusionFit | None = None  # set by warm_up
 
     @property
     def dataset(self) -> Dataset:
@@ -93,6 +97,27 @@ class IndexedPipeline:
         return build(
             self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update
         )
+
+    def warm_up(self) -> dict[str, float]:
+        """Warms every component (seconds per component), then, with `retriever.fusion.fit=auto`, fits the fusion's
+        dense weight to this index (pipelines/fusion_fit.py; timed as `fusion_fit`)."""
+        seconds = self.query.warm_up()
+        if self.fusion_fit is None:
+            return seconds
+        if self.server_side:
+            raise ConfigError("config key 'retriever.fusion.fit': auto reads the index's chunks; store=weaviate keeps "
+                              "them on the server: set retriever.fusion.weights instead")
+        fusions = [name for name, instance in self.query.pipeline.walk() if isinstance(instance, RankFusionJoiner)]
+        if len(fusions) != 1:
+            raise ConfigError(f"config key 'retriever.fusion.fit': auto fits one fusion, pipeline {self.query.name} "
+                              f"has {len(fusions)}")
+        start = time.perf_counter()
+        try:
+            self.fit = fit_fusion(self.query.pipeline, fusions[0], self.store.filter_documents(), self.index_dir,
+                                  self.fusion_fit, write=self.spec is not None)
+        except FusionFitError as e:
+            raise ConfigError(str(e)) from None
+        return seconds | {"fusion_fit": time.perf_counter() - start}
 
     def reads_index(self) -> set[str]:
         """Components that read the store, themselves or through a ranker or retriever they wrap (their warm-up
@@ -137,7 +162,11 @@ def prepare_pipeline(
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
     models = model_identities(cfg, query, embedder)
-    return IndexedPipeline(dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update, server_side)
+    fusion = OmegaConf.select(cfg, "retriever.fusion")
+    fit = str(fusion.get("fit_queries", "sentence")) if fusion is not None and fusion.get("fit") == "auto" else None
+    return IndexedPipeline(
+        dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update, server_side, fit
+    )
 
 
 def store_identity(store: DictConfig, language: str) -> str:
@@ -165,7 +194,7 @@ def load_indexed_pipeline(
     """Prepared, indexed (or filled from `snapshot`) and warmed up: ready to answer."""
     indexed = prepare_pipeline(cfg, input_names, snapshot)
     indexed.index()
-    indexed.query.warm_up()
+    indexed.warm_up()
     return indexed
 
 

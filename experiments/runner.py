@@ -160,7 +160,9 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.set_tag("ragtune.index_updated_from", index.update.base)
     if prepared.server_side:
         mlflow.set_tags({"ragtune.index_collection": str(index.path), "ragtune.store_url": str(cfg.store.url)})
-    warm_up = query.warm_up()
+    warm_up = prepared.warm_up()
+    if prepared.fit is not None:
+        mlflow.log_params(prepared.fit.params())
     reads_index = prepared.reads_index()
     index_seconds = index.seconds + sum(s for name, s in warm_up.items() if name in reads_index)
     _tag_identity(dataset, index, query)

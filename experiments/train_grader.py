@@ -9,7 +9,7 @@ sample is a prefix of one seeded shuffle, and training takes that shuffle's last
 the positive is its gold passage and the negatives are BM25's best other passages: they share its words but not
 its answer. `--stripped` adds the gold passage with every sentence that states the answer cut out (the topic
 covered but not the fact, as with the demo's unanswerable questions); measured, it made the grader worse on both
-sets (README, "A trained grader"), so it is off by default. English only, like MiniLM.
+sets (docs/results/2026-12-02-crag.md), so it is off by default. English only, like MiniLM.
 Prints the held-out AUC of the trained grader; the weights are written, not shipped.
 """
 

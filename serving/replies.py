@@ -1,0 +1,62 @@
+"""What serve.py answers, as Pydantic models: `/openapi.json` publishes them, and a reply that strays from them
+fails in the server, not in a client."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class DocumentRef(BaseModel):
+    chunk_id: str
+    doc_id: str | None = None
+    score: float | None = None
+
+
+class Citation(BaseModel):
+    """A context chunk the answer cites (components/citation_verifier.py), with a snippet of its text."""
+
+    model_config = ConfigDict(extra="allow")
+    marker: int | None = None
+    chunk_id: str
+    doc_id: str | None = None
+    start: int | None = None
+    end: int | None = None
+    snippet: str = ""
+
+
+class QueryReply(BaseModel):
+    """A question's reply: what the run's per_question.jsonl records for it, and how it was served."""
+
+    answer: str | None
+    refused: bool
+    citations: list[Citation]
+    unsupported_sentences: list[str] = []
+    documents: list[DocumentRef]
+    route: str | None = None
+    crag_label: str | None = None
+    # serve.debug=true: the chunk and doc ids at every stage.
+    stages: dict[str, list[DocumentRef]] | None = None
+    stages_ms: dict[str, float]
+    trace_id: str
+
+
+class ChatMessageOut(BaseModel):
+    role: str
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    finish_reason: str
+    message: ChatMessageOut
+
+
+class ChatCompletion(BaseModel):
+    """OpenAI's chat completion, with the whole reply under `ragtune`."""
+
+    id: str
+    object: str = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    ragtune: QueryReply

@@ -1,0 +1,164 @@
+"""The README stays short, its Chinese translation stays in step with it, every documentation link resolves, and the
+README's commands are the ones CI runs. Reads files only: fast, no network."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+README_ZH = ROOT / "README.zh-CN.md"
+DOCS = ROOT / "docs"
+CI = ROOT / ".ci" / "run"
+MARKDOWN = [README, README_ZH, *sorted(DOCS.rglob("*.md"))]
+MAX_README_LINES = 300
+
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^`]*)$")
+INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+# Inline code that is a command a reader types, compared between the two READMEs.
+COMMAND = re.compile(r"^(python |\.venv/bin/|bash |source |MLFLOW_TRACKING_URI=|RAGTUNE_|CMAKE_ARGS=|TORCH_INDEX_URL=)")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def split_fences(text: str) -> tuple[list[tuple[str, str]], str]:
+    """The fenced code blocks of a Markdown text, in order, as (info string, content), and the text without them."""
+    blocks: list[tuple[str, str]] = []
+    prose: list[str] = []
+    fence: str | None = None
+    info = ""
+    body: list[str] = []
+    for line in text.splitlines():
+        match = FENCE.match(line)
+        if fence is None:
+            if match:
+                fence, info, body = match.group(1), match.group(2).strip(), []
+            else:
+                prose.append(line)
+        elif match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not match.group(2):
+            blocks.append((info, "\n".join(body)))
+            fence = None
+        else:
+            body.append(line)
+    assert fence is None, "a fenced code block is never closed"
+    return blocks, "\n".join(prose)
+
+
+def prose_without_code(path: Path) -> str:
+    return INLINE_CODE.sub("", split_fences(path.read_text(encoding="utf-8"))[1])
+
+
+def command_spans(path: Path) -> list[str]:
+    spans = [m.group(2).strip() for m in INLINE_CODE.finditer(split_fences(path.read_text(encoding="utf-8"))[1])]
+    return [span for span in spans if COMMAND.match(span)]
+
+
+def links(path: Path) -> list[str]:
+    return LINK.findall(prose_without_code(path))
+
+
+def relative_links(path: Path) -> list[str]:
+    return [target for target in links(path) if not SCHEME.match(target)]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for line in split_fences(path.read_text(encoding="utf-8"))[1].splitlines():
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def test_readme_is_at_most_300_lines():
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines; move detail into docs/ (limit {MAX_README_LINES})"
+
+
+def test_the_chinese_readme_has_the_same_code_blocks_in_the_same_order():
+    english = split_fences(README.read_text(encoding="utf-8"))[0]
+    chinese = split_fences(README_ZH.read_text(encoding="utf-8"))[0]
+    assert english, "README.md has no code blocks"
+    assert chinese == english
+
+
+def test_the_chinese_readme_has_the_same_commands_in_the_same_order():
+    english = command_spans(README)
+    assert english, "README.md has no inline commands"
+    assert command_spans(README_ZH) == english
+
+
+def test_both_readmes_link_the_same_pages():
+    def targets(path: Path) -> list[str]:
+        return sorted({target.split("#")[0] for target in relative_links(path) if not target.startswith("#")})
+
+    assert targets(README_ZH) == targets(README)
+
+
+def test_the_readme_links_every_docs_page():
+    linked = {(README.parent / target.split("#")[0]).resolve() for target in relative_links(README)}
+    pages = [*sorted(DOCS.glob("*.md")), DOCS / "results" / "README.md"]
+    assert [rel(page) for page in pages if page.resolve() not in linked] == []
+
+
+def test_both_readmes_switch_language_in_their_first_line():
+    switch = "[English](README.md) | [简体中文](README.zh-CN.md)"
+    for path in (README, README_ZH):
+        assert path.read_text(encoding="utf-8").splitlines()[0] == switch, rel(path)
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=rel)
+def test_relative_links_point_to_files_that_exist(path: Path):
+    broken = []
+    for target in relative_links(path):
+        file_part, _, anchor = target.partition("#")
+        destination = (path.parent / file_part).resolve() if file_part else path
+        if not destination.is_file():
+            broken.append(f"{target}: no such file")
+        elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
+            broken.append(f"{target}: no heading with that anchor")
+    assert broken == []
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=rel)
+def test_every_docs_page_links_back_to_the_readme(path: Path):
+    head = "\n".join(path.read_text(encoding="utf-8").splitlines()[:5])
+    back = [target for target in LINK.findall(INLINE_CODE.sub("", head)) if not SCHEME.match(target)]
+    assert README.resolve() in {(path.parent / t.split("#")[0]).resolve() for t in back}
+
+
+@pytest.mark.parametrize("path", sorted((DOCS / "results").glob("*.md")), ids=rel)
+def test_results_are_dated_and_name_their_command(path: Path):
+    if path.name == "README.md":
+        return
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", path.name)
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith(("Command: ", "Commands: ")), f"{rel(path)} must start with the command that produced it"
+
+
+def test_the_readme_test_commands_are_the_ones_ci_runs():
+    ci = {line.strip() for line in CI.read_text(encoding="utf-8").splitlines()}
+    assert ".venv/bin/python -m pytest" in ci
+    assert ".venv/bin/python -m pytest -m slow" in ci
+    blocks = [body for info, body in split_fences(README.read_text(encoding="utf-8"))[0] if info in ("bash", "sh")]
+    commands = [part.strip() for body in blocks for line in body.splitlines() for part in line.split("&&")]
+    assert ".venv/bin/python -m pytest" in commands and ".venv/bin/python -m pytest -m slow" in commands
+    assert [command for command in commands if command and command not in ci] == []
