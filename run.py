@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 for key, value in {
@@ -51,7 +52,7 @@ def user_error(e: BaseException) -> UserError | OmegaConfBaseException | None:
 def main(cfg: DictConfig) -> float:
     from experiments.runner import job_identity, run_job
 
-    for noisy in ("haystack", "sentence_transformers", "bm25s", "httpx"):  # their INFO lines drown the progress bars
+    for noisy in ("haystack", "sentence_transformers", "bm25s", "httpx", "mlflow"):  # their INFO lines drown the bars
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
@@ -78,9 +79,18 @@ def main(cfg: DictConfig) -> float:
         return float("nan")
 
 
+def quiet_libraries() -> None:
+    """Libraries' deprecation and resource warnings (SQLAlchemy under MLflow, pandas, an unclosed /dev/null inside
+    llama-cpp-python) stay off the first screen; `python -W ...` or $PYTHONWARNINGS shows them again."""
+    if not sys.warnoptions:
+        for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=category)
+
+
 if __name__ == "__main__":
     from experiments.sweep import failed_jobs
 
+    quiet_libraries()
     interrupts.install(signal.SIGTERM, signal.SIGINT)
     register_resolvers()
     main()

@@ -45,7 +45,7 @@ class ExtractiveCompressor:
 
     def __init__(
         self,
-        token_budget: int = 160,
+        token_budget: int | None = 160,
         sentences_per_strip: int = 2,
         min_best_score: float = 0.2,
         dedup_threshold: float = 0.8,
@@ -54,7 +54,7 @@ class ExtractiveCompressor:
     ) -> None:
         """
         :param token_budget: Most tokens kept: the generator's tokens when `tokenizer_model` is given, else words
-            (a Han character counts as one word).
+            (a Han character counts as one word); None: no cap (with `keep_ratio`, which then decides alone).
         :param sentences_per_strip: Consecutive sentences merged into one strip.
         :param min_best_score: Below this best strip score the question is broad and the context passes whole.
         :param dedup_threshold: A strip whose term overlap (Jaccard) with a kept strip reaches this is dropped.
@@ -63,8 +63,8 @@ class ExtractiveCompressor:
             budget applies): what is kept depends on how the strips compare, not on how long a language's words are.
         :raises ValueError: on a non-positive budget or strip size, or thresholds outside [0, 1].
         """
-        if token_budget < 1 or sentences_per_strip < 1:
-            raise ValueError("token_budget and sentences_per_strip must be at least 1")
+        if (token_budget is not None and token_budget < 1) or sentences_per_strip < 1:
+            raise ValueError("token_budget (when set) and sentences_per_strip must be at least 1")
         if not (0 <= min_best_score <= 1 and 0 < dedup_threshold <= 1):
             raise ValueError("min_best_score must be in [0, 1] and dedup_threshold in (0, 1]")
         if keep_ratio is not None and not 0 < keep_ratio <= 1:
@@ -131,8 +131,8 @@ class ExtractiveCompressor:
         for index in sorted(range(len(strips)), key=lambda i: (-scores[i], i)):
             if scores[index] < floor:
                 break
-            size = self.count_tokens(strips[index].text)
-            if kept and used + size > self.token_budget:
+            size = self.count_tokens(strips[index].text) if self.token_budget is not None else 0
+            if kept and self.token_budget is not None and used + size > self.token_budget:
                 continue
             if any(_jaccard(strips[index].text, strips[k].text) >= self.dedup_threshold for k in kept):
                 continue

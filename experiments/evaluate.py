@@ -134,7 +134,7 @@ def evaluate(
             )
             grading = grading_record(outputs.get(query.grader, {})) if query.grader is not None else {}
             grade = grading.get("crag_label")
-            if routed_wrong(item.route, routed):
+            if query.route_component is not None and routed_wrong(item.route, routed):  # no router: no routing layer
                 layer = ROUTING
             elif conversational:
                 layer = OK

@@ -211,3 +211,13 @@ def test_evidence_lookups_are_batched_under_weaviates_result_cap(monkeypatch):
     golden = [GoldenItem(id=f"q{doc}", question="?", relevant_doc_ids=(doc,)) for doc in "abcde"]
     assert sorted(evidence_chunks(store, golden, batch=2)) == list("abcde")
     assert lookups == [["a", "b"], ["c", "d"], ["e"]]
+
+
+def test_a_pipeline_without_a_router_has_no_routing_layer_in_its_diagnosis():
+    """A greeting that hybrid_rag retrieves for is not a routing failure: it has nothing that routes."""
+    memory, chunks = store()
+    greeting = GoldenItem(id="g1", question="Hi there, thanks!", category="chit_chat", route="no_retrieval")
+    result = evaluate(pipeline(memory), [*golden(), greeting], EvalSettings(ks=[1]), index_chunks=chunks,
+                      progress=False)
+    layers = {row["id"]: row["layer"] for row in result.diagnosis}
+    assert layers["g1"] == "ok" and "routing" not in layers.values()
