@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from haystack.errors import FilterError
-from weaviate.exceptions import WeaviateQueryError
 
 # Filtered on by exact value, so declared with `field` tokenisation (pipelines/weaviate_store.py): with Weaviate's
 # default `word`, a filter on tenant `acme` would also match a tenant `acme-labs`.
@@ -57,7 +56,12 @@ def _matching(field: str, everything: bool) -> dict[str, Any]:
 @contextmanager
 def refused_filters(filters: dict[str, Any] | None) -> Iterator[None]:
     """A query the server refuses for its filters (a field the collection does not have, a value of the wrong
-    type) is the request's fault: a FilterError that says what Weaviate said, not the client's traceback."""
+    type) is the request's fault: a FilterError that says what Weaviate said, not the client's traceback.
+
+    weaviate-client is imported here, not with this module: its package init turns every Python warning back on
+    (`simplefilter("default")`), which an in-memory run, importing this module for its constants, must not do."""
+    from weaviate.exceptions import WeaviateQueryError
+
     try:
         yield
     except WeaviateQueryError as e:
