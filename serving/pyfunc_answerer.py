@@ -26,7 +26,6 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import (
     INTERNAL_ERROR,
     INVALID_PARAMETER_VALUE,
-    REQUEST_LIMIT_EXCEEDED,
     UNAUTHENTICATED,
 )
 from pydantic import ValidationError
@@ -41,8 +40,7 @@ from serving.settings import SERVE_ENV, ServeSettings, env_settings
 logger = logging.getLogger("ragtune.serve")
 # `stream` is serve.py's: predict returns whole replies.
 REQUEST_FIELDS = tuple(name for name in PyfuncRequest.model_fields if name != "stream")
-ERROR_CODES = {400: INVALID_PARAMETER_VALUE, 401: UNAUTHENTICATED, 413: INVALID_PARAMETER_VALUE,
-               429: REQUEST_LIMIT_EXCEEDED}
+ERROR_CODES = {400: INVALID_PARAMETER_VALUE, 401: UNAUTHENTICATED, 413: INVALID_PARAMETER_VALUE}
 
 
 def refusal(status: int, reason: str) -> MlflowException:
@@ -57,7 +55,7 @@ class PyfuncAnswerer:
 
     @classmethod
     def load(cls, bundle: Path) -> PyfuncAnswerer:
-        settings, _ = env_settings()
+        settings = env_settings()
         lookup = credential_lookup(settings, required=False)  # a bad key or keys file fails before the pipeline loads
         served = ServedPipeline.load(bundle)
         access = served.access
@@ -102,8 +100,11 @@ class PyfuncAnswerer:
             check_request(question, [turn["content"] for turn in history or []], filters, self.settings)
         except RequestRefused as e:
             raise refusal(e.status, e.reason) from None
+        # A pipeline without a `filters` input loads only over an index with no tenant or acl (checked in `load`),
+        # where the scope is every document: it then runs unfiltered, and a client's own filters are refused.
+        scope = scoped_filters(principal, filters) if self.served.takes_filters else filters
         try:
-            return self.served.ask(question, history, scoped_filters(principal, filters), stages=stages)
+            return self.served.ask(question, history, scope, stages=stages)
         except Exception as e:
             fault = request_fault(e)
             if fault is not None:

@@ -68,12 +68,11 @@ def serve_settings(cfg: DictConfig) -> ServeSettings:
     return settings
 
 
-def env_settings() -> tuple[ServeSettings, bool]:
-    """conf/serve.yaml with the overrides in `$RAGTUNE_SERVE` (e.g. "serve.api_keys_file=keys.yaml"), and whether
-    any were given."""
+def env_settings() -> ServeSettings:
+    """conf/serve.yaml with the overrides in `$RAGTUNE_SERVE` (e.g. "serve.api_keys_file=keys.yaml")."""
     overrides = shlex.split(os.environ.get(SERVE_ENV, ""))
     try:
         cfg = compose(overrides, config_name="serve")
     except Exception as e:  # Hydra's override grammar errors: said with where they came from
         raise ConfigError(f"${SERVE_ENV}: {e}") from None
-    return serve_settings(cfg), bool(overrides)
+    return serve_settings(cfg)

@@ -34,6 +34,8 @@ def tenant_documents() -> list[Document]:
 class LeakingAnswerer:
     """Ignores the tenant scope: answers every question with every chunk and quotes the first one."""
 
+    takes_filters = True
+
     def __init__(self, documents, leak: bool):
         self.documents, self.leak = documents, leak
 

@@ -51,16 +51,16 @@ def test_numpy_values_from_the_mlflow_scoring_server_become_plain_values():
 class RecordingPipeline:
     """Stands in for ServedPipeline in the control-flow tests (test_a_promoted_model_* below run the real one)."""
 
-    def __init__(self):
-        self.filters = []
+    def __init__(self, takes_filters=True):
+        self.filters, self.takes_filters = [], takes_filters
 
     def ask(self, question, history=None, filters=None, stages=False):
         self.filters.append(filters)
         return {"answer": question}
 
 
-def answerer(anonymous="refuse", keys=True) -> tuple[PyfuncAnswerer, RecordingPipeline]:
-    pipeline = RecordingPipeline()
+def answerer(anonymous="refuse", keys=True, takes_filters=True) -> tuple[PyfuncAnswerer, RecordingPipeline]:
+    pipeline = RecordingPipeline(takes_filters)
     lookup = {"k-acme": Principal("acme", ("hr",))}.get if keys else None
     return PyfuncAnswerer(pipeline, ServeSettings(anonymous=anonymous), lookup), pipeline
 
@@ -96,6 +96,15 @@ def test_without_configured_credentials_every_request_is_scoped_to_public_docume
     with pytest.raises(MlflowException) as error:  # a credential nobody can check is not taken on trust
         ask.ask("q", credentials="k-acme")
     assert status(error) == 401
+
+
+def test_a_pipeline_without_a_filters_input_runs_unfiltered_where_every_document_is_public():
+    """`load` lets such a pipeline serve only an index with no tenant or acl: the scope is then every document."""
+    ask, pipeline = answerer(keys=False, takes_filters=False)
+    ask.ask("q")
+    narrow = {"field": "meta.lang", "operator": "==", "value": "en"}
+    ask.ask("q", filters=narrow)  # handed on as asked: ServedPipeline refuses them (400), it cannot apply them
+    assert pipeline.filters == [None, narrow]
 
 
 @pytest.mark.parametrize(("request_", "code"), [
