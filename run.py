@@ -31,9 +31,9 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments import interrupts  # noqa: E402
 from experiments.config import register_resolvers  # noqa: E402
-from experiments.errors import UserError  # noqa: E402
 from experiments.interrupts import Interrupted  # noqa: E402
 from experiments.sweep import read_parent_run, record_failed_job  # noqa: E402
+from pipelines.errors import UserError  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}

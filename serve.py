@@ -21,8 +21,8 @@ from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.config import ConfigError, compose  # noqa: E402
-from experiments.errors import UserError  # noqa: E402
 from experiments.mlflow_traces import MlflowTracer  # noqa: E402
+from pipelines.errors import UserError  # noqa: E402
 from serving.bundle import download_bundle  # noqa: E402
 from serving.served_pipeline import ServedPipeline  # noqa: E402
 from serving.server import ServerState, authenticator, create_app  # noqa: E402

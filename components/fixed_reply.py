@@ -16,7 +16,7 @@ class FixedReply:
     Answers with the configured text in the question's language: a greeting's reply, a clarifying question, or
     an honest refusal (`refused=True`, CRAG's incorrect action).
 
-    It keeps the answer contract (experiments/answer_contract.py) like `CitationVerifier`, so evaluation and
+    It keeps the answer contract (pipelines/answer_contract.py) like `CitationVerifier`, so evaluation and
     serving read its answer as they read the answer stage's: nothing cited, nothing unsupported. `{question}` in
     a reply is replaced by the question.
 

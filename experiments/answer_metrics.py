@@ -148,7 +148,7 @@ def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:
 
 
 def _citation_scores(meta: dict[str, Any]) -> dict[str, float]:
-    """Read through the answer contract (experiments/answer_contract.py); needs its optional per-sentence report.
+    """Read through the answer contract (pipelines/answer_contract.py); needs its optional per-sentence report.
 
     Citation accuracy: the share of citations (`citations` plus `invalid_citations`) that back a supported sentence.
     """

@@ -34,11 +34,11 @@ from tqdm import tqdm  # noqa: E402
 
 from components.routes import CONVERSATIONAL
 from experiments.config import compose, validate  # noqa: E402
-from experiments.errors import UserError  # noqa: E402
 from experiments.evaluate import pipeline_inputs  # noqa: E402
 from experiments.golden import GoldenItem  # noqa: E402
 from experiments.indexed import prepare_pipeline  # noqa: E402
 from experiments.relevance import judge  # noqa: E402
+from pipelines.errors import UserError  # noqa: E402
 
 # Scores are all that calibration needs: everything graded incorrect and refused, so no answer is generated.
 SCORE_ONLY = ["crag.upper=1e9", "crag.lower=1e9", "crag.incorrect_action=refuse"]

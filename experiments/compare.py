@@ -27,12 +27,12 @@ from mlflow.entities import Run  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from experiments.errors import UserError  # noqa: E402
 from experiments.metric_names import lower_is_better  # noqa: E402
 from experiments.paired_compare import DEFAULT_METRICS, compare_runs  # noqa: E402
 from experiments.report import console  # noqa: E402
 from experiments.sweep import BASELINE_TAG, child_runs, pick_baseline, run_labels  # noqa: E402
 from experiments.tracking import TRACKING_HELP, connect  # noqa: E402
+from pipelines.errors import UserError  # noqa: E402
 
 QUALITY = [
     "retrieval/hit_at_5",

@@ -17,9 +17,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from components.rank_fusion_joiner import MODES
 from components.text import LANGUAGES
-from experiments.errors import UserError
-from experiments.models import resolve_model
+from pipelines.errors import UserError
 from pipelines.fusion_fit import KINDS as FIT_KINDS
+from pipelines.models import resolve_model
 
 
 class ConfigError(UserError, ValueError):

@@ -25,7 +25,6 @@ from experiments import metric_names
 from experiments.answer_metrics import Similarity, answer_scores
 from experiments.context_metrics import context_scores
 from experiments.diagnosis import OK, ROUTING, Evidence, diagnosis_row, first_broken_layer, layer_counts
-from experiments.errors import UserError
 from experiments.golden import GoldenItem
 from experiments.grading_metrics import grading_record, grading_summary
 from experiments.interrupts import raise_if_interrupted
@@ -37,8 +36,9 @@ from experiments.relevance import Corpus, Judged, locate
 from experiments.relevance import judge as judge_ranking
 from experiments.routing_metrics import routed_wrong, routing_summary
 from experiments.significance import mean_ci
-from experiments.tracing import ChatUsage, counting_chat_calls, timing_components
 from pipelines.builder import BuiltPipeline
+from pipelines.errors import UserError
+from pipelines.instrumentation import ChatUsage, counting_chat_calls, timing_components
 
 MAX_LOGGED_DOCS = 20
 # Per question, the headline views keep every rank metric; the other views (stages, named views) these, enough for

@@ -21,11 +21,11 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from experiments.errors import UserError
 from experiments.metric_names import lower_is_better
 from experiments.paired_compare import compare_records, load_per_question
 from experiments.significance import PairedComparison
 from experiments.tracking import TRACKING_HELP, connect
+from pipelines.errors import UserError
 
 # One or two per layer: what a team watches before it ships a change.
 HEADLINE = {

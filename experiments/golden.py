@@ -25,7 +25,7 @@ from typing import Any
 from haystack import Document
 
 from components.routes import CONVERSATIONAL, ROUTES
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 _WHITESPACE = re.compile(r"\s+")
 _TOKEN = re.compile(r"\S+")

@@ -7,8 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.models import generator_identity, model_identity
 from pipelines.builder import BuiltPipeline
+from pipelines.models import generator_identity, model_identity
 
 # LLM slot -> (its config key, the component that holds its chat model); recorded as ragtune.model.<slot>.
 LLM_SLOTS = {

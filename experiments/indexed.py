@@ -20,7 +20,6 @@ from components.rank_fusion_joiner import RankFusionJoiner
 from experiments.config import ConfigError
 from experiments.datasets import Dataset, load_dataset
 from experiments.identities import model_identities
-from experiments.models import model_identity, resolve_model
 from pipelines.builder import (
     GOLDEN_INPUTS,
     BuiltPipeline,
@@ -38,6 +37,7 @@ from pipelines.ingest import (
     load_snapshot,
     read_manifest,
 )
+from pipelines.models import model_identity, resolve_model
 from pipelines.weaviate_store import (
     build_collection,
     check_collection_options,

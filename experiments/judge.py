@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.models import check_endpoint
+from pipelines.models import check_endpoint
 
 Scorer = Callable[..., Awaitable[Any]]
 

@@ -20,7 +20,7 @@ from haystack import tracing
 from haystack.tracing import Span, Tracer
 from mlflow.entities import LiveSpan, SpanType
 
-from experiments.tracing import COMPONENT_NAME, COMPONENT_RUN, ComponentTimer, lean
+from pipelines.instrumentation import COMPONENT_NAME, COMPONENT_RUN, ComponentTimer, lean
 
 QUESTION_TAG = "ragtune.question_id"
 INPUTS = ("haystack.component.input", "haystack.pipeline.input_data", "haystack.agent.input",

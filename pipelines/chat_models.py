@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from experiments.models import resolve_model
+from pipelines.models import resolve_model
 
 # How each kind of server takes a JSON schema in `response_format`.
 SCHEMA_FORMATS = {

@@ -20,7 +20,7 @@ from haystack.components.routers import FileTypeRouter
 from haystack.dataclasses import ByteStream
 from tqdm import tqdm
 
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 # Haystack's own mime lookup already maps .md/.markdown to text/markdown (haystack.utils.misc.CUSTOM_MIMETYPES),
 # so no mimetypes.add_type() call is needed for the router to see markdown files.

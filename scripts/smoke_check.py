@@ -32,7 +32,7 @@ def shipped_models(conf: Path = ROOT / "conf") -> list[str]:
 
 def check(ref: str) -> str:
     """Runs `ref` once in this process: a GGUF decodes a few tokens under a grammar, an embedder embeds a sentence."""
-    from experiments.models import resolve_model
+    from pipelines.models import resolve_model
 
     path = Path(resolve_model(ref))
     if path.suffix == ".gguf":

@@ -49,8 +49,8 @@ from tqdm import tqdm
 
 from experiments.config import compose, validate
 from experiments.datasets.demo import DEMO_DIR
-from experiments.errors import UserError
 from experiments.indexed import prepare_pipeline
+from pipelines.errors import UserError
 from serving.loopback import free_port, wait_until_up
 from serving.principals import Principal, read_api_keys
 from serving.pyfunc_answerer import PyfuncAnswerer

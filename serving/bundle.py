@@ -31,10 +31,10 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import PROJECT_DIR, ConfigError, register_resolvers, validate
-from experiments.errors import UserError
 from experiments.identities import TAG_PREFIX
 from experiments.portable import PORTABLE_CONFIG, project_files, relocated
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
+from pipelines.errors import UserError
 from pipelines.ingest import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
 
 CONFIG, RESOLVED, PIPELINE, IDENTITIES, INDEX, FILES = (

@@ -35,10 +35,10 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from experiments.errors import UserError
 from experiments.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
 from experiments.tracking import TRACKING_HELP, connect
 from pipelines.access import ACCESS_FILE, IndexAccess
+from pipelines.errors import UserError
 from serving.bundle import PromotionError, snapshot_access, write_bundle
 
 MODEL_FILE = Path(__file__).with_name("pyfunc_model.py")

@@ -19,9 +19,9 @@ from haystack.tracing import Tracer
 from experiments.evaluate import answer_fields, request_inputs
 from experiments.grading_metrics import grading_record
 from experiments.indexed import IndexedPipeline, prepare_pipeline
-from experiments.tracing import timing_components
 from pipelines.access import IndexAccess
 from pipelines.ingest import DamagedIndexError
+from pipelines.instrumentation import timing_components
 from serving.bundle import PromotionError, check_identities, read_bundle
 
 SNIPPET_CHARS = 240

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from experiments.config import ConfigError
-from experiments.errors import UserError
+from pipelines.errors import UserError
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
 from serving.replies import ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request

@@ -15,12 +15,12 @@ from hydra import compose, initialize_config_dir
 
 from components.e5_model import E5_DIMENSION
 from components.e5_text_embedder import E5TextEmbedder
-from experiments import models
 from experiments.config import register_resolvers, validate
 from experiments.indexed import check_embedders_match
-from experiments.models import ModelUnavailableError, model_identity, resolve_model
+from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.ingest import build_index, index_fingerprint, ingest_spec
+from pipelines.models import ModelUnavailableError, model_identity, resolve_model
 from tests.paths import CONF, ROOT
 
 

@@ -288,7 +288,7 @@ def test_an_unreachable_slot_endpoint_fails_before_indexing_naming_the_slot(tmp_
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback: a real endpoint, offline."""
-    from experiments.models import resolve_model
+    from pipelines.models import resolve_model
 
     port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"

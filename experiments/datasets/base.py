@@ -15,8 +15,8 @@ from haystack import Document
 from omegaconf import DictConfig, OmegaConf
 
 from components.text import LANGUAGES, detect_corpus_language
-from experiments.errors import UserError
 from experiments.golden import GoldenItem
+from pipelines.errors import UserError
 
 COMMON_KEYS = ("kind", "name", "language")
 

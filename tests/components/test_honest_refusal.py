@@ -2,7 +2,7 @@ import pytest
 from haystack.core.serialization import component_from_dict, component_to_dict
 
 from components.honest_refusal import HonestRefusal
-from experiments.answer_contract import check_answer, missing_declaration
+from pipelines.answer_contract import check_answer, missing_declaration
 
 REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
 

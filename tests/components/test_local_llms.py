@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from components.citation_verifier import CitationVerifier
 from components.localized_prompt_builder import LocalizedChatPromptBuilder
 from components.span_answerer import SpanAnswerer, word_spans
-from experiments.models import resolve_model
+from pipelines.models import resolve_model
 from tests.paths import CONF
 from tests.shipped import shipped
 

@@ -37,7 +37,7 @@ def test_chrf_is_ragas_character_f_score_in_unit_range():
 
 
 def answer(text, refused=False, sentences=(), citations=(), invalid=()):
-    """An answer as the contract describes it (experiments/answer_contract.py)."""
+    """An answer as the contract describes it (pipelines/answer_contract.py)."""
     meta = {
         "refused": refused,
         "citations": [{"marker": n} for n in citations],

@@ -4,16 +4,16 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments import models
 from experiments.config import ConfigError, validate
-from experiments.models import (
+from pipelines import models
+from pipelines.builder import GOLDEN_INPUTS, BuiltPipeline, PipelineConfigError, build_pipeline
+from pipelines.models import (
     ModelUnavailableError,
     check_endpoint,
     generator_identity,
     model_identity,
     resolve_model,
 )
-from pipelines.builder import GOLDEN_INPUTS, BuiltPipeline, PipelineConfigError, build_pipeline
 from tests.shipped import composed
 
 config = composed

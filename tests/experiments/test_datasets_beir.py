@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from experiments.datasets import DatasetError, load_dataset
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever.", "metadata": {"url": "http://x/1"}},

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from experiments.datasets import Dataset, load_dataset
 from experiments.datasets.base import DatasetError, corpus_fingerprint, golden_fingerprint
-from experiments.errors import UserError
 from experiments.golden import GoldenError, GoldenItem
+from pipelines.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
-from experiments.tracing import timing_components
+from pipelines.instrumentation import timing_components
 from tests.experiments.mlflow_runs import tracking
 
 
@@ -61,7 +61,7 @@ def test_without_an_active_run_nothing_is_traced(tmp_path):
 
 
 def test_a_lean_trace_keeps_ids_scores_spans_and_the_start_of_the_text_and_full_keeps_all():
-    from experiments.tracing import MAX_DOCUMENTS, TEXT_CHARS, lean
+    from pipelines.instrumentation import MAX_DOCUMENTS, TEXT_CHARS, lean
 
     documents = [Document(id=f"d#{i}-{i + 9}", content="x" * 500, score=1 / (i + 1), embedding=[0.1] * 384,
                           meta={"span": [i, i + 9], "tenant": "acme"}) for i in range(12)]

@@ -1,8 +1,8 @@
 import pytest
 
 from experiments.datasets.halueval import shuffled_indices
-from experiments.models import ModelUnavailableError, resolve_model
 from experiments.train_grader import training_pairs, without_answer
+from pipelines.models import ModelUnavailableError, resolve_model
 
 ROWS = [
     {"question": "Which river flows through Paris?", "knowledge": "The Seine flows through Paris, the capital of France.",

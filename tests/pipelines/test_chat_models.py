@@ -1,8 +1,8 @@
 import pytest
 from haystack.core.serialization import component_to_dict
 
-from experiments.models import ModelUnavailableError, resolve_model
 from pipelines.chat_models import json_chat_generator
+from pipelines.models import ModelUnavailableError, resolve_model
 
 SCHEMA = {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}
 ENDPOINT = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY_LLM_KEY", "timeout": 30, "max_retries": 1}

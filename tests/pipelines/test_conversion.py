@@ -5,8 +5,8 @@ from haystack import Pipeline
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from experiments.errors import UserError
 from pipelines.conversion import CorpusError, build_conversion_pipeline, convert_files
+from pipelines.errors import UserError
 
 GBK_TEXT = "员工年假为二十天。"
 NO_TEXT = "no text extracted (empty, a PDF without a text layer, or a converter error logged above)"

@@ -11,8 +11,8 @@ from haystack_integrations.document_stores.weaviate._filters import convert_filt
 
 from components.weaviate_search import weaviate_filters
 from experiments.config import validate
-from experiments.errors import UserError
 from experiments.indexed import load_indexed_pipeline, prepare_pipeline
+from pipelines.errors import UserError
 from pipelines.weaviate_store import (
     BUILDING,
     EXACT_TEXT,

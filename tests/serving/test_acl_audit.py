@@ -6,7 +6,7 @@ import pytest
 from haystack import Document
 
 from experiments.datasets.demo import DEMO_DIR
-from experiments.errors import UserError
+from pipelines.errors import UserError
 from serving import acl_audit
 from serving.acl_audit import PATHS, PyfuncChannel, ServeChannel, audit, may_see, probes, run_audit
 from serving.principals import Principal, read_api_keys

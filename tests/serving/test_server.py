@@ -14,8 +14,8 @@ from haystack.errors import FilterError
 
 from components.document_masks import DocumentMasks
 from experiments.config import ConfigError
-from experiments.errors import UserError
 from pipelines.access import IndexAccess
+from pipelines.errors import UserError
 from serving.principals import Principal, read_api_keys, scoped_filters
 from serving.server import ServerState, authenticator, bearer, create_app, proxy_headers
 from serving.settings import JwtSettings, ServeSettings

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 PKG_PREFIX = "pkg:"
 # Packages that bundle their own inference engine with its weights: the weights file a `pkg:` reference names.

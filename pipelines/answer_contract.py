@@ -19,7 +19,7 @@ from typing import Any
 
 from haystack.dataclasses import GeneratedAnswer
 
-from experiments.errors import UserError
+from pipelines.errors import UserError
 
 REQUIRED_KEYS = ("refused", "citations", "unsupported_sentences")
 _TYPES = {"refused": bool, "citations": list, "unsupported_sentences": list}
@@ -48,7 +48,7 @@ def check_answer(answer: Any, component: str) -> GeneratedAnswer:
     ]
     if wrong:
         raise AnswerContractError(
-            f"answer component '{component}' broke the answer contract (experiments/answer_contract.py): "
+            f"answer component '{component}' broke the answer contract (pipelines/answer_contract.py): "
             f"meta {', '.join(wrong)}"
         )
     return answer
