@@ -8,19 +8,14 @@ run ends KILLED). Hydra's own errors (an unknown config group or a malformed ove
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import traceback
-import warnings
 from pathlib import Path
 
-for key, value in {
-    "HAYSTACK_TELEMETRY_ENABLED": "False",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(key, value)
+from experiments.runs.process import quiet_libraries, set_env_defaults
+
+set_env_defaults()
 
 import hydra  # noqa: E402
 from haystack.core.errors import PipelineRuntimeError  # noqa: E402
@@ -29,10 +24,10 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
-from experiments import interrupts  # noqa: E402
-from experiments.config import register_resolvers  # noqa: E402
-from experiments.interrupts import Interrupted  # noqa: E402
-from experiments.sweep import read_parent_run, record_failed_job  # noqa: E402
+from experiments.runs import interrupts  # noqa: E402
+from experiments.runs.config import register_resolvers  # noqa: E402
+from experiments.runs.interrupts import Interrupted  # noqa: E402
+from experiments.runs.sweep import read_parent_run, record_failed_job  # noqa: E402
 from pipelines.errors import UserError  # noqa: E402
 
 EXIT_BUG, EXIT_USER_ERROR = 1, 2
@@ -50,7 +45,7 @@ def user_error(e: BaseException) -> UserError | OmegaConfBaseException | None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    from experiments.runner import job_identity, run_job
+    from experiments.runs.runner import job_identity, run_job
 
     for noisy in ("haystack", "sentence_transformers", "bm25s", "httpx", "mlflow"):  # their INFO lines drown the bars
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -79,16 +74,8 @@ def main(cfg: DictConfig) -> float:
         return float("nan")
 
 
-def quiet_libraries() -> None:
-    """Libraries' deprecation and resource warnings (SQLAlchemy under MLflow, pandas, an unclosed /dev/null inside
-    llama-cpp-python) stay off the first screen; `python -W ...` or $PYTHONWARNINGS shows them again."""
-    if not sys.warnoptions:
-        for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning):
-            warnings.filterwarnings("ignore", category=category)
-
-
 if __name__ == "__main__":
-    from experiments.sweep import failed_jobs
+    from experiments.runs.sweep import failed_jobs
 
     quiet_libraries()
     interrupts.install(signal.SIGTERM, signal.SIGINT)

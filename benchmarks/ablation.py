@@ -10,7 +10,7 @@ Every job is `run.py` with the offline defaults (span answerer) plus the techniq
 switched off one at a time, `adaptive router=fixed` (always multi_step) for the router, and `answer=llm` for the
 self-check. Questions that should not retrieve (a `no_retrieval` or `clarify` golden route) are left out of the
 refusal column. Per set and technique the table gives the paired difference from the baseline, question by
-question (experiments/significance.py: bootstrap 95 % CI and permutation p-value), of retrieval recall@10 and
+question (experiments/comparison/significance.py: bootstrap 95 % CI and permutation p-value), of retrieval recall@10 and
 MRR@10, the reranked order's MRR@10 (`stage/reranker`), context recall, precision and tokens, answer F1 and refusal
 accuracy (refused exactly when unanswerable), then the technique's LLM calls and tokens per question and its p50
 and p95 seconds per question. Sets: the demo (both languages), its Chinese questions, and HaluEval-200 with 2,000
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.jobs import run_job  # noqa: E402
 from components.routes import CONVERSATIONAL  # noqa: E402
-from experiments.paired_compare import compare_records  # noqa: E402
+from experiments.comparison.paired_compare import compare_records  # noqa: E402
 
 SETS = {
     "demo": [],

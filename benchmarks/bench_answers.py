@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.jobs import run_job  # noqa: E402
-from experiments import metric_names  # noqa: E402
+from experiments.evaluation import metric_names  # noqa: E402
 
 HEADLINE = ("retrieval/recall_at_10", "context/recall", "answer/f1")
 REPORTED = tuple(m for m in metric_names.ANSWER if m != "answer/f1")

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack import Document  # noqa: E402
 
-from experiments.golden import GoldenItem, locate_evidence, normalise_whitespace  # noqa: E402
-from experiments.metrics import aggregate, rank_metrics  # noqa: E402
-from experiments.relevance import Judged  # noqa: E402
+from experiments.datasets.golden import GoldenItem, locate_evidence, normalise_whitespace  # noqa: E402
+from experiments.evaluation.metrics import aggregate, rank_metrics  # noqa: E402
+from experiments.evaluation.relevance import Judged  # noqa: E402
 
 KS = (1, 3, 5, 10, 20, 50)
 

@@ -48,8 +48,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # no
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from experiments.config import compose as compose_config  # noqa: E402
 from experiments.datasets import load_dataset  # noqa: E402
+from experiments.runs.config import compose as compose_config  # noqa: E402
 from pipelines.builder import build_pipeline  # noqa: E402
 from pipelines.ingest import ingest_spec  # noqa: E402
 from pipelines.models import resolve_model  # noqa: E402
@@ -223,7 +223,7 @@ def demo_documents(overrides: tuple[str, ...]) -> list[Document]:
 
 def bench_cache() -> dict:
     """Two identical jobs through the real runner: the second must reuse the index (time/index_seconds)."""
-    from experiments.runner import run_job
+    from experiments.runs.runner import run_job
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = compose_config(

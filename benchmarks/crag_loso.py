@@ -3,7 +3,7 @@
     python benchmarks/crag_loso.py                               # e5 scorer, demo and HaluEval-200 (40 withheld)
     python benchmarks/crag_loso.py --scorer-overrides crag/scorer=cross_encoder
 
-Each set's passages are graded once (experiments.calibrate), and each set's own separation is printed first; per
+Each set's passages are graded once (experiments.tuning.calibrate), and each set's own separation is printed first; per
 fold the thresholds are fitted on the other sets pooled and applied to the left-out one, which reports the unanswerable questions it refuses, the answerable ones
 it refuses, and CRAG's label accuracy. The last row fits on every set: the shipped default.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.calibrate import Graded, Scores, below, fit, grade_golden_set  # noqa: E402
+from experiments.tuning.calibrate import Graded, Scores, below, fit, grade_golden_set  # noqa: E402
 
 SETS = {
     "demo": [],

@@ -48,10 +48,10 @@ from benchmarks.crag_loso import applied  # noqa: E402
 from benchmarks.fusion_loso import LOSS_THRESHOLD, SetRun, best_single, relative  # noqa: E402
 from components.context_window import ContextWindow  # noqa: E402
 from components.extractive_compressor import ExtractiveCompressor  # noqa: E402
-from experiments.calibrate import fit, grade_golden_set  # noqa: E402
-from experiments.config import compose  # noqa: E402
 from experiments.datasets import doc_sets  # noqa: E402
-from experiments.relevance import judge  # noqa: E402
+from experiments.evaluation.relevance import judge  # noqa: E402
+from experiments.runs.config import compose  # noqa: E402
+from experiments.tuning.calibrate import fit, grade_golden_set  # noqa: E402
 from pipelines.models import resolve_model  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"

@@ -10,7 +10,7 @@ Per set, the project's own hybrid pipeline (`pipeline=hybrid`, built by pipeline
 pipelines/ingest.py builds or loads) runs ONCE per golden question; the BM25 and dense candidate lists it hands to
 its fusion component (`retriever.candidates` each) are kept, cached under `<paths.cache>/fusion_loso/`. Every grid
 point is then an in-memory re-fusion of those lists by the real `RankFusionJoiner`, scored with the project's
-relevance judge (experiments/relevance.py) and rank metrics (experiments/metrics.py) at the configured top_k.
+relevance judge (experiments/evaluation/relevance.py) and rank metrics (experiments/evaluation/metrics.py) at the configured top_k.
 BM25-only and dense-only are the first top_k entries of each path's list (what `pipeline=bm25` / `pipeline=dense`
 retrieve). As a check, the grid point equal to the configured defaults must reproduce the pipeline's own fused
 ranking for every question; a mismatch is printed.
@@ -47,11 +47,11 @@ from omegaconf import OmegaConf  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from components.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
-from experiments.config import compose, validate  # noqa: E402
-from experiments.golden import GoldenItem  # noqa: E402
-from experiments.indexed import prepare_pipeline  # noqa: E402
-from experiments.metrics import rank_metrics  # noqa: E402
-from experiments.relevance import judge  # noqa: E402
+from experiments.datasets.golden import GoldenItem  # noqa: E402
+from experiments.evaluation.metrics import rank_metrics  # noqa: E402
+from experiments.evaluation.relevance import judge  # noqa: E402
+from experiments.runs.config import compose, validate  # noqa: E402
+from experiments.runs.indexed import prepare_pipeline  # noqa: E402
 from pipelines.fusion_fit import KINDS, choose_weight, pseudo_query_lists  # noqa: E402
 
 K = 10

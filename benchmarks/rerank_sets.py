@@ -8,7 +8,7 @@ Per set, index model (`models=...`) and `reranker.component.upstream_weight`, `r
 with the reranker on (the index cache is reused across runs). Both rankings come from that one run, question by
 question: the fused candidates (`stage/fusion`) and the reranker's order of them (`stage/reranker`). The table
 gives MRR@10 of each and their paired difference with its 95 % bootstrap CI and permutation p-value
-(experiments/significance.py), plus the reranker's share of the p50 latency. The sets are fusion_loso.py's: the
+(experiments/comparison/significance.py), plus the reranker's share of the p50 latency. The sets are fusion_loso.py's: the
 demo in each language, HaluEval-200 and every Debian doc set built under `<cache>/doc_sets/`.
 """
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_loso import BUILTIN_SETS, doc_set_overrides  # noqa: E402
 from benchmarks.jobs import run_job  # noqa: E402
-from experiments.significance import paired  # noqa: E402
+from experiments.comparison.significance import paired  # noqa: E402
 
 BEFORE, AFTER = "stage/fusion/mrr_at_10", "stage/reranker/mrr_at_10"
 

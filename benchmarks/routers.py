@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from components.routes import ROUTES  # noqa: E402
 from components.text import detect_language  # noqa: E402
-from experiments.config import compose  # noqa: E402
-from experiments.golden import GoldenItem, parse_golden  # noqa: E402
-from pipelines.builder import instantiate_component  # noqa: E402
+from experiments.datasets.golden import GoldenItem, parse_golden  # noqa: E402
+from experiments.runs.config import compose  # noqa: E402
+from pipelines.instantiate import instantiate_component  # noqa: E402
 
 GOLDEN = [ROOT / "data/demo/golden.jsonl", ROOT / "data/demo/golden_routes.jsonl"]
 

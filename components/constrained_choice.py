@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from components import llama_log
+
 STOP_TEXTS = ("\n", "\n\n")
 
 
@@ -24,6 +26,7 @@ def load_gguf(model: str, n_ctx: int, model_kwargs: dict[str, Any], **defaults: 
     assuming hyper-threads), then the caller's `defaults` and the config's `model_kwargs`, the last winning."""
     from llama_cpp import Llama
 
+    llama_log.install()
     settings = {"verbose": False, "n_threads": os.cpu_count() or 1, **defaults, **model_kwargs}
     return Llama(model_path=model, n_ctx=n_ctx, **settings)
 

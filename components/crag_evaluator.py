@@ -26,7 +26,7 @@ class CRAGEvaluator:
 
     The score comes from `scorer`, any ranker that sets `Document.score` (E5Reranker cosine, a cross-encoder's
     sigmoid), or, with no scorer, from the score the passages arrive with (a CalibratedRanker's normalised one).
-    The thresholds are on that scorer's scale: `python -m experiments.calibrate` fits them on a golden set.
+    The thresholds are on that scorer's scale: `ragtune calibrate` fits them on a golden set.
 
     ### Usage example
     ```python

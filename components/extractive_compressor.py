@@ -10,6 +10,7 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
+from components import llama_log
 from components.sentences import content_terms, split_sentences
 
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -99,6 +100,7 @@ class ExtractiveCompressor:
         if self.tokenizer_model and self._vocab is None:
             from llama_cpp import Llama
 
+            llama_log.install()
             self._vocab = Llama(model_path=self.tokenizer_model, vocab_only=True, verbose=False)
 
     @property

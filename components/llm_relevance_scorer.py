@@ -16,7 +16,7 @@ class LLMRelevanceScorer:
     Scores each passage by a llama.cpp model's probability of " yes" against " no" after a few-shot completion
     prompt (a base model such as Gemma-3-270M needs no chat template). Its `run()` is a ranker's, so it fills the
     `crag/scorer` slot of components.crag_evaluator.CRAGEvaluator; the score is a probability in [0, 1], on which
-    `python -m experiments.calibrate crag/scorer=llm` fits the thresholds.
+    `ragtune calibrate crag/scorer=llm` fits the thresholds.
 
     ### Usage example
     ```python

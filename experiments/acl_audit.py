@@ -1,4 +1,4 @@
-"""`python -m experiments.acl_audit` for one more release: the command is `python -m serving.acl_audit`."""
+"""`python -m experiments.acl_audit` for one more release: the command is `ragtune audit`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""`python -m experiments.promote` for one more release: the command is `python -m serving.promote`."""
+"""`python -m experiments.promote` for one more release: the command is `ragtune promote`."""
 
 import sys
 

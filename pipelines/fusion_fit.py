@@ -29,6 +29,7 @@ from haystack import Document, Pipeline
 
 from components.rank_fusion_joiner import RankFusionJoiner
 from components.sentences import content_terms, split_sentences
+from pipelines.haystack_compat import input_sockets
 
 FIT_QUERIES = 64
 WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -121,7 +122,7 @@ def path_runners(pipeline: Pipeline, fusion: str) -> dict[str, Callable[[str], l
         if path == "query":
             continue
         retriever = pipeline.get_component(sender)
-        inputs = set(retriever.__haystack_input__._sockets_dict)
+        inputs = set(input_sockets(retriever))
         if "query" in inputs:
             runners[path] = _text_runner(retriever)
             continue

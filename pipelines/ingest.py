@@ -41,7 +41,7 @@ INDEX_FORMAT = 2
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
-# Touched on every load: `python -m experiments.cache` prunes by last use.
+# Touched on every load: `ragtune cache` prunes by last use.
 LAST_USED = "last_used"
 MANIFEST_FIELDS = {"chunks": int, "embeddings": bool, "created": float}
 PROJECT_PACKAGES = {"components", "pipelines"}

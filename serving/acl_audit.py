@@ -1,6 +1,6 @@
 """Can a principal ever see a document it may not, on any serving path?
 
-    python -m serving.acl_audit [--paths serve,pyfunc,mlflow-serve] [run.py overrides]
+    ragtune audit [--paths serve,pyfunc,mlflow-serve] [run.py overrides]
 
 Serves the demo handbook split among three tenants (data/demo/tenants.jsonl), plus one prompt-injection document
 per tenant, as the keys of data/demo/api_keys.yaml, through each serving path:
@@ -47,9 +47,9 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from experiments.config import compose, validate
 from experiments.datasets.demo import DEMO_DIR
-from experiments.indexed import prepare_pipeline
+from experiments.runs.config import compose, validate
+from experiments.runs.indexed import prepare_pipeline
 from pipelines.errors import UserError
 from serving.loopback import free_port, wait_until_up
 from serving.principals import Principal, read_api_keys
@@ -367,7 +367,7 @@ def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "p
 def mlflow_served(cfg: DictConfig, folder: Path) -> Iterator[MlflowServeChannel]:
     """`cfg` run and promoted into a temporary MLflow store, then served by `mlflow models serve` with the demo's
     keys, as the README does it."""
-    from experiments.runner import run_job
+    from experiments.runs.runner import run_job
     from serving.promote import promote
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"

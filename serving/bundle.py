@@ -1,7 +1,7 @@
 """A promoted run as a folder (a *bundle*): what `serving.promote` ships inside an MLflow model, and what
 `serve.py` and `mlflow models serve` load.
 
-    config.yaml            the run's portable config (experiments/portable.py), read to rebuild the pipeline
+    config.yaml            the run's portable config (experiments/runs/portable.py), read to rebuild the pipeline
     config.resolved.yaml   the run's resolved config, for the record
     pipeline.yaml          the Haystack pipeline the run logged, for the record
     identities.json        the index fingerprint, every model's identity as the run recorded them, and the size of
@@ -30,9 +30,9 @@ from mlflow.models import Model
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import PROJECT_DIR, ConfigError, register_resolvers, validate
-from experiments.identities import TAG_PREFIX
-from experiments.portable import PORTABLE_CONFIG, project_files, relocated
+from experiments.runs.config import PROJECT_DIR, ConfigError, register_resolvers, validate
+from experiments.runs.identities import TAG_PREFIX
+from experiments.runs.portable import PORTABLE_CONFIG, project_files, relocated
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
 from pipelines.errors import UserError
 from pipelines.ingest import LAST_USED, MANIFEST, DamagedIndexError, read_chunks

@@ -19,7 +19,7 @@ import jwt
 import yaml
 from jwt.algorithms import get_default_algorithms
 
-from experiments.config import ConfigError
+from experiments.runs.config import ConfigError
 from serving.settings import JwtSettings, ServeSettings
 
 logger = logging.getLogger("ragtune.serve")

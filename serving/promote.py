@@ -1,9 +1,9 @@
 """Promote a run: gate it, log it as an MLflow model with its index snapshot, register it and move an alias.
 
-    python -m serving.promote RUN_ID --name NAME [--alias production] [--force] [--max-regression 0.05]
-    python -m serving.promote --name NAME --alias production --version N      # move the alias back (rollback)
+    ragtune promote RUN_ID --name NAME [--alias production] [--force] [--max-regression 0.05]
+    ragtune promote --name NAME --alias production --version N      # move the alias back (rollback)
 
-The candidate is gated (experiments.gate) against the run behind the alias; a regression refuses the promotion
+The candidate is gated (experiments.comparison.gate) against the run behind the alias; a regression refuses the promotion
 unless --force, which is recorded on the version (tag ragtune.gate_override). A candidate (or a rollback target)
 that would let anyone see a document the version behind the alias hid from them is refused too: access fields
 dropped, a different meta file, a document public or wider where it was scoped (pipelines/access.py). Only
@@ -35,8 +35,8 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from experiments.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
-from experiments.tracking import TRACKING_HELP, connect
+from experiments.comparison.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
+from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.errors import UserError
 from serving.bundle import PromotionError, snapshot_access, write_bundle

@@ -30,7 +30,7 @@ from mlflow.protos.databricks_pb2 import (
 )
 from pydantic import ValidationError
 
-from experiments.config import ConfigError
+from experiments.runs.config import ConfigError
 from serving.principals import Principal, credential_lookup, scoped_filters
 from serving.request_schema import PyfuncRequest, RequestRefused, check_request
 from serving.served_pipeline import ServedPipeline

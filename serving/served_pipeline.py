@@ -16,9 +16,9 @@ from haystack import Document
 from haystack.dataclasses import StreamingChunk
 from haystack.tracing import Tracer
 
-from experiments.evaluate import answer_fields, request_inputs
-from experiments.grading_metrics import grading_record
-from experiments.indexed import IndexedPipeline, prepare_pipeline
+from experiments.evaluation.evaluate import answer_fields, request_inputs
+from experiments.evaluation.grading_metrics import grading_record
+from experiments.runs.indexed import IndexedPipeline, prepare_pipeline
 from pipelines.access import IndexAccess
 from pipelines.ingest import DamagedIndexError
 from pipelines.instrumentation import timing_components
@@ -35,7 +35,7 @@ class ServedPipeline:
     indexed: IndexedPipeline
     access: IndexAccess
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Every question's run as an MLflow trace (serve.autolog): experiments.mlflow_traces.MlflowTracer.
+    # Every question's run as an MLflow trace (serve.autolog): experiments.evaluation.mlflow_traces.MlflowTracer.
     tracer: Tracer | None = None
 
     @classmethod

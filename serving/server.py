@@ -26,7 +26,7 @@ from haystack.errors import FilterError
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from experiments.config import ConfigError
+from experiments.runs.config import ConfigError
 from pipelines.errors import UserError
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
 from serving.replies import ChatChoice, ChatCompletion, ChatMessageOut, QueryReply

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments.config import ConfigError, compose
+from experiments.runs.config import ConfigError, compose
 
 # `mlflow models serve` runs the pyfunc model with no arguments: its serve.* overrides come from here.
 SERVE_ENV = "RAGTUNE_SERVE"

@@ -5,8 +5,8 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_resolvers
-from pipelines.builder import instantiate_component
+from experiments.runs.config import register_resolvers
+from pipelines.instantiate import instantiate_component
 from tests.paths import CONF
 
 

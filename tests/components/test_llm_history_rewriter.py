@@ -4,8 +4,9 @@ import pytest
 from haystack.dataclasses import ChatMessage
 
 from components.llm_history_rewriter import LLMHistoryRewriter
-from experiments.evaluate import EvalSettings, evaluate
-from pipelines.builder import GOLDEN_INPUTS, build_pipeline
+from experiments.evaluation.evaluate import EvalSettings, evaluate
+from pipelines.builder import build_pipeline
+from pipelines.spec import GOLDEN_INPUTS
 from tests.experiments.test_evaluate import follow_up, store
 from tests.scripted_chat_generator import ScriptedChatGenerator
 

@@ -7,8 +7,8 @@ from haystack import Document
 
 from components.constrained_choice import option_probabilities
 from components.llm_relevance_scorer import LLMRelevanceScorer
-from experiments.config import compose
-from pipelines.builder import instantiate_component
+from experiments.runs.config import compose
+from pipelines.instantiate import instantiate_component
 
 pytestmark = pytest.mark.slow
 PASSAGES = [Document(id="leave", content="Full-time employees accrue 20 days of paid annual leave per calendar year."),

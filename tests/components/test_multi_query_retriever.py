@@ -92,7 +92,7 @@ def test_to_dict_and_from_dict(store):
             "min_shared_terms": 2,
         },
     }
-    for wrapped in (retriever, bm25(store)):  # the way a logged pipeline.yaml comes back (experiments/indexed.py)
+    for wrapped in (retriever, bm25(store)):  # the way a logged pipeline.yaml comes back (experiments/runs/indexed.py)
         pipeline = Pipeline()
         pipeline.add_component("dense", wrapped)
         restored = Pipeline.loads(pipeline.dumps(), allowed_modules=["components"]).get_component("dense")

@@ -7,6 +7,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.utils.type_serialization import serialize_type
 
 from components.pass_through import PassThrough
+from pipelines.haystack_compat import input_sockets, output_sockets
 
 DOCUMENTS = serialize_type(list[Document])
 
@@ -25,8 +26,8 @@ def _store() -> InMemoryDocumentStore:
 
 def test_sockets_mirror_the_declared_types():
     skip = PassThrough(sockets={"documents": DOCUMENTS, "query": "str", "anything": serialize_type(Any)})
-    inputs = skip.__haystack_input__._sockets_dict
-    outputs = skip.__haystack_output__._sockets_dict
+    inputs = input_sockets(skip)
+    outputs = output_sockets(skip)
     assert inputs["documents"].type == outputs["documents"].type == list[Document]
     assert inputs["query"].type == outputs["query"].type is str
     assert outputs["anything"].type is Any
@@ -76,7 +77,7 @@ def test_to_dict_from_dict_round_trip():
         "init_parameters": {"sockets": {"documents": DOCUMENTS, "query": "str"}},
     }
     clone = PassThrough.from_dict(data)
-    assert clone.__haystack_output__._sockets_dict == skip.__haystack_output__._sockets_dict
+    assert output_sockets(clone) == output_sockets(skip)
 
 
 def test_invalid_sockets_are_named():

@@ -5,6 +5,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from components.rank_fusion_joiner import RankFusionJoiner, path_confidence
+from pipelines.haystack_compat import input_sockets
 
 
 def _docs(*pairs: tuple[str, float]) -> list[Document]:
@@ -204,7 +205,7 @@ class TestDelegatedModes:
 
 class TestSocketsAndSerialisation:
     def test_one_optional_socket_per_path(self):
-        sockets = RankFusionJoiner(paths=["bm25", "dense"]).__haystack_input__._sockets_dict
+        sockets = input_sockets(RankFusionJoiner(paths=["bm25", "dense"]))
         assert set(sockets) == {"bm25", "dense", "query", "top_k"}
         assert sockets["bm25"].type == list[Document] and sockets["bm25"].default_value == []
         assert not any(socket.is_mandatory for socket in sockets.values())
@@ -242,7 +243,7 @@ class TestSocketsAndSerialisation:
         }
         clone = RankFusionJoiner.from_dict(data)
         assert clone.to_dict() == data
-        assert set(clone.__haystack_input__._sockets_dict) == {"bm25", "dense", "query", "top_k"}
+        assert set(input_sockets(clone)) == {"bm25", "dense", "query", "top_k"}
         assert _ids(clone.run(bm25=BM25, dense=DENSE)) == _ids(joiner.run(bm25=BM25, dense=DENSE))
 
     def test_to_dict_with_defaults(self):

@@ -12,8 +12,8 @@ from components.knn_router import KnnRouter, read_examples
 from components.llm_router import LLMRouter
 from components.routes import ROUTES, RouteDecision, heaviest
 from components.rules_router import RulesRouter
-from experiments.config import compose
-from pipelines.builder import instantiate_component
+from experiments.runs.config import compose
+from pipelines.instantiate import instantiate_component
 from tests.scripted_chat_generator import ScriptedChatGenerator
 
 RULES = [

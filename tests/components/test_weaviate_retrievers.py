@@ -116,7 +116,8 @@ def test_the_hybrid_retriever_passes_fusion_type_alpha_and_merged_filters():
 def test_weaviate_hybrid_on_the_in_memory_store_names_what_it_needs(tmp_path):
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from pipelines.builder import PipelineConfigError, build_pipeline
+    from pipelines.builder import build_pipeline
+    from pipelines.spec import PipelineConfigError
     from tests.shipped import composed
 
     with pytest.raises(PipelineConfigError, match=r"components.hybrid.*store=weaviate"):

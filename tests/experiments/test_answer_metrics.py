@@ -1,7 +1,14 @@
 import pytest
 from haystack.dataclasses import GeneratedAnswer
 
-from experiments.answer_metrics import answer_scores, answer_tokens, chrf, exact_match, rouge_l, token_f1
+from experiments.evaluation.answer_metrics import (
+    answer_scores,
+    answer_tokens,
+    chrf,
+    exact_match,
+    rouge_l,
+    token_f1,
+)
 
 
 def test_tokens_follow_squad_normalisation_and_jieba_for_chinese():

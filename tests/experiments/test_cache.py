@@ -10,7 +10,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments import cache
+from experiments.runs import cache
 from pipelines.ingest import LAST_USED, MANIFEST, build_lock, load_snapshot, save_snapshot
 
 MIB = 1024 * 1024

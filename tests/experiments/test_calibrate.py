@@ -3,7 +3,7 @@ import json
 import pytest
 import yaml
 
-from experiments.calibrate import CalibrationError, Graded, auc, fit, main
+from experiments.tuning.calibrate import CalibrationError, Graded, auc, fit, main
 
 
 def test_a_separable_set_gets_the_separating_thresholds():

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments import compare
-from experiments.sweep import job_tags
+from experiments.comparison import compare
+from experiments.runs.sweep import job_tags
 from tests.experiments.mlflow_runs import logged_run, questions, tracking
 
 CORPUS = "dataset.corpus_dir=/home/alice/projects/acme/kb/exports/2024-06/docs"

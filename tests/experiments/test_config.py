@@ -4,9 +4,11 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.config import ConfigError, validate
+from experiments.runs.config import ConfigError, validate
 from pipelines import models
-from pipelines.builder import GOLDEN_INPUTS, BuiltPipeline, PipelineConfigError, build_pipeline
+from pipelines.builder import build_pipeline
+from pipelines.built import BuiltPipeline
+from pipelines.haystack_compat import output_sockets
 from pipelines.models import (
     ModelUnavailableError,
     check_endpoint,
@@ -14,6 +16,7 @@ from pipelines.models import (
     model_identity,
     resolve_model,
 )
+from pipelines.spec import GOLDEN_INPUTS, PipelineConfigError
 from tests.shipped import composed
 
 config = composed
@@ -146,7 +149,7 @@ def test_a_mistyped_crag_action_is_refused_by_name():
 
 
 def test_the_crag_pipeline_is_logged_in_a_form_haystacks_safe_mode_loads(tmp_path):
-    from experiments.indexed import load_logged_pipeline
+    from experiments.runs.indexed import load_logged_pipeline
 
     cfg = config("pipeline=crag")
     built = build_pipeline(cfg.pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)},
@@ -154,7 +157,7 @@ def test_the_crag_pipeline_is_logged_in_a_form_haystacks_safe_mode_loads(tmp_pat
     assert (built.grader, built.route_component, [str(s) for s in built.answer_branches]) == (
         "crag", "crag_router", ["crag_refusal.answers"])
     router = load_logged_pipeline(built.pipeline.dumps()).get_component("crag_router")  # no unsafe Jinja
-    assert not router._unsafe and list(router.__haystack_output__._sockets_dict) == [
+    assert not router._unsafe and list(output_sockets(router)) == [
         "correct", "ambiguous", "search_query", "incorrect"]
 
 
@@ -281,7 +284,7 @@ def test_generator_identity_and_endpoint_checks(monkeypatch):
 
 
 def test_judge_endpoint_errors_name_the_judge_keys(monkeypatch):
-    from experiments.judge import openai_compatible_judge
+    from experiments.evaluation.judge import openai_compatible_judge
 
     monkeypatch.setenv("RAGTUNE_TEST_KEY", "x")
     judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "RAGTUNE_TEST_KEY"}
@@ -321,7 +324,7 @@ def test_a_rejected_key_fails_before_indexing_naming_api_key_env(monkeypatch, au
 
 
 def test_eval_ks_beyond_the_retrieval_depth_are_warned_about(capsys):
-    from experiments.config import _warn_ks_beyond_depth
+    from experiments.runs.config import _warn_ks_beyond_depth
 
     _warn_ks_beyond_depth([1, 3, 5, 10], 3)
     assert "eval.ks [5, 10] exceed the retrieval depth retriever.top_k=3" in capsys.readouterr().err

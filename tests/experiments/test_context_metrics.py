@@ -1,9 +1,9 @@
 import pytest
 from haystack import Document
 
-from experiments.context_metrics import context_scores, context_tokens, redundancy
-from experiments.golden import EvidenceSpan, GoldenItem
-from experiments.relevance import Judged
+from experiments.datasets.golden import EvidenceSpan, GoldenItem
+from experiments.evaluation.context_metrics import context_scores, context_tokens, redundancy
+from experiments.evaluation.relevance import Judged
 
 
 def test_tokens_are_words_and_jieba_words():

@@ -27,8 +27,8 @@ import pytest
 
 from components.sentences import content_terms, split_sentences
 from experiments.datasets.demo import DEMO_DIR
+from experiments.datasets.golden import GoldenItem, load_golden
 from experiments.datasets.local import load_corpus
-from experiments.golden import GoldenItem, load_golden
 from pipelines.conversion import AUTO_ENCODING
 
 PATH = DEMO_DIR / "golden_conversations.jsonl"

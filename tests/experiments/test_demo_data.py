@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.datasets.demo import DEMO_DIR, load_demo
-from experiments.golden import normalise_whitespace as normalise
+from experiments.datasets.golden import normalise_whitespace as normalise
 
 CORPUS_DIR = DEMO_DIR / "corpus"
 GOLDEN_PATH = DEMO_DIR / "golden.jsonl"

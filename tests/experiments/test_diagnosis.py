@@ -1,7 +1,7 @@
 import pytest
 
-from experiments.diagnosis import Evidence, diagnosis_markdown, first_broken_layer, layer_counts
-from experiments.relevance import Judged
+from experiments.evaluation.diagnosis import Evidence, diagnosis_markdown, first_broken_layer, layer_counts
+from experiments.evaluation.relevance import Judged
 
 FOUND = Judged(gains=(1,), n_units=1, mode="quote", ids=("a",))
 MISSING = Judged(gains=(0,), n_units=1, mode="quote", ids=("a",))

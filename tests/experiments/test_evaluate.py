@@ -6,9 +6,9 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.evaluate import EvalInputError, EvalSettings, evaluate
-from experiments.golden import EvidenceSpan, GoldenItem
-from experiments.judge import Judge
+from experiments.datasets.golden import EvidenceSpan, GoldenItem
+from experiments.evaluation.evaluate import EvalInputError, EvalSettings, evaluate
+from experiments.evaluation.judge import Judge
 from pipelines.builder import build_pipeline
 from tests.pipelines.test_builder import answer_stage
 
@@ -180,7 +180,7 @@ def test_the_diagnosis_reads_only_the_chunks_of_documents_holding_evidence(monke
     """One filtered lookup by doc_id: a server-side store (store=weaviate) is never read whole."""
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from experiments.runner import evidence_chunks
+    from experiments.runs.runner import evidence_chunks
 
     store = InMemoryDocumentStore()
     store.write_documents(
@@ -201,7 +201,7 @@ def test_evidence_lookups_are_batched_under_weaviates_result_cap(monkeypatch):
     """Many evidence documents are asked for a batch at a time, each batch one filtered lookup."""
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from experiments.runner import evidence_chunks
+    from experiments.runs.runner import evidence_chunks
 
     store = InMemoryDocumentStore()
     store.write_documents([Document(id=f"{doc}#0", content=doc, meta={"doc_id": doc}) for doc in "abcde"])

@@ -2,8 +2,9 @@
 
 import pytest
 
-from experiments.evaluate import EvalSettings, evaluate
-from pipelines.builder import GOLDEN_INPUTS, build_pipeline
+from experiments.evaluation.evaluate import EvalSettings, evaluate
+from pipelines.builder import build_pipeline
+from pipelines.spec import GOLDEN_INPUTS
 from tests.experiments.test_evaluate import follow_up, store
 
 

@@ -1,4 +1,4 @@
-from experiments import gate
+from experiments.comparison import gate
 from tests.experiments.mlflow_runs import logged_run, questions, tracking
 
 

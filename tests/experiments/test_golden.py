@@ -4,7 +4,7 @@ import random
 import pytest
 from haystack import Document
 
-from experiments.golden import (
+from experiments.datasets.golden import (
     EvidenceSpan,
     GoldenError,
     GoldenItem,

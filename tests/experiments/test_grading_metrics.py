@@ -1,7 +1,7 @@
 import pytest
 from haystack import Document
 
-from experiments.grading_metrics import grading_record, grading_summary
+from experiments.evaluation.grading_metrics import grading_record, grading_summary
 
 
 def test_the_record_keeps_the_label_and_each_passages_score_and_grade():

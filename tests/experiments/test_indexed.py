@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.config import ConfigError, validate
-from experiments.evaluate import pipeline_inputs
-from experiments.indexed import (
+from experiments.evaluation.evaluate import pipeline_inputs
+from experiments.runs.config import ConfigError, validate
+from experiments.runs.indexed import (
     load_indexed_pipeline,
     load_logged_pipeline,
     prepare_pipeline,

@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from experiments import interrupts
+from experiments.runs import interrupts
 
 
 @pytest.fixture

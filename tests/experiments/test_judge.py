@@ -2,7 +2,7 @@
 
 import math
 
-from experiments.judge import Judge
+from experiments.evaluation.judge import Judge
 
 
 async def good(user_input, response, retrieved_contexts):

@@ -5,9 +5,9 @@ import pytest
 import pytrec_eval
 from haystack import Document
 
-from experiments.golden import GoldenItem
-from experiments.metrics import aggregate, by_category, rank_metrics
-from experiments.relevance import Judged, judge
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.metrics import aggregate, by_category, rank_metrics
+from experiments.evaluation.relevance import Judged, judge
 
 KS = (1, 3, 5, 10, 20, 50)
 

@@ -3,7 +3,7 @@ from haystack import Document, Pipeline, tracing
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
+from experiments.evaluation.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
 from pipelines.instrumentation import timing_components
 from tests.experiments.mlflow_runs import tracking
 

@@ -2,8 +2,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from experiments.config import PROJECT_DIR, compose
-from experiments.portable import portable_config, project_files, relocated
+from experiments.runs.config import PROJECT_DIR, compose
+from experiments.runs.portable import portable_config, project_files, relocated
 
 
 def test_the_portable_config_keeps_model_references_and_makes_project_paths_relative():

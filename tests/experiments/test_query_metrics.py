@@ -1,7 +1,7 @@
 import pytest
 
-from experiments.golden import GoldenItem
-from experiments.query_metrics import key_tokens, query_scores, query_summary
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.query_metrics import key_tokens, query_scores, query_summary
 
 
 def test_key_tokens_are_numbers_ids_and_names_inside_a_sentence():

@@ -1,8 +1,8 @@
 import pytest
 from haystack import Document
 
-from experiments.golden import EvidenceSpan, GoldenItem, locate_evidence
-from experiments.relevance import Judged, judge, locate
+from experiments.datasets.golden import EvidenceSpan, GoldenItem, locate_evidence
+from experiments.evaluation.relevance import Judged, judge, locate
 
 
 def chunk(doc_id: str, start: int, end: int) -> Document:

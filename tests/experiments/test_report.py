@@ -2,8 +2,8 @@ from types import SimpleNamespace
 
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.report import print_results
-from experiments.runner import _stage_rows
+from experiments.evaluation.report import print_results
+from experiments.runs.runner import _stage_rows
 from pipelines.builder import build_pipeline
 from tests.experiments.test_config import config
 

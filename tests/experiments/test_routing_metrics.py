@@ -1,7 +1,7 @@
 import matplotlib.image
 import pytest
 
-from experiments.routing_metrics import confusion, routed_wrong, routing_summary, write_confusion
+from experiments.evaluation.routing_metrics import confusion, routed_wrong, routing_summary, write_confusion
 
 RECORDS = [
     {"expected_route": "no_retrieval", "route": "no_retrieval", "latency_ms": 3.0, "cost/llm_calls": 0.0},

@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from experiments.significance import RESAMPLES, mean_ci, paired
+from experiments.comparison.significance import RESAMPLES, mean_ci, paired
 
 
 def test_mean_ci_brackets_the_mean_and_degenerates_cleanly():

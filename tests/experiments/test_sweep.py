@@ -9,14 +9,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from experiments.sweep import (
+from experiments.runs.sweep import (
     BASELINE_TAG,
     ERROR_TAG,
     FAILED_JOBS_TAG,
     JOB_NUM_TAG,
     PARENT_FILE,
     ParentRun,
-    SweepParentRun,
     child_runs,
     failed_jobs,
     job_tags,
@@ -25,6 +24,7 @@ from experiments.sweep import (
     run_labels,
     short_labels,
 )
+from experiments.runs.sweep_parent_run import SweepParentRun
 from tests.experiments.mlflow_runs import logged_run, questions
 
 LOCAL = [

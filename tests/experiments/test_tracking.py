@@ -9,7 +9,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments import tracking
+from experiments.runs import tracking
 
 
 def test_store_precedence_is_flag_then_environment_then_local_default(monkeypatch, tmp_path):
@@ -97,6 +97,6 @@ def test_runs_of_dead_local_processes_are_marked_stale_and_live_ones_kept(tmp_pa
 
 def test_the_git_commit_is_the_projects_wherever_the_command_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tracking.PROJECT_ROOT, capture_output=True, text=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tracking.PROJECT_DIR, capture_output=True, text=True)
     assert tracking.git_commit().removesuffix("-dirty") == head.stdout.strip()
     assert tracking.source_tags()["mlflow.source.git.commit"] == head.stdout.strip()

@@ -1,7 +1,7 @@
 import pytest
 
 from experiments.datasets.halueval import shuffled_indices
-from experiments.train_grader import training_pairs, without_answer
+from experiments.tuning.train_grader import training_pairs, without_answer
 from pipelines.models import ModelUnavailableError, resolve_model
 
 ROWS = [
@@ -45,7 +45,7 @@ def test_the_training_tail_is_in_no_evaluation_sample():
 
 
 def test_a_missing_trained_model_says_how_to_train_it(tmp_path):
-    with pytest.raises(ModelUnavailableError, match="this project trains it: python -m experiments.train_grader"):
+    with pytest.raises(ModelUnavailableError, match="this project trains it: ragtune train-grader"):
         resolve_model(str(tmp_path / "models" / "crag-grader"))
 
 
@@ -57,7 +57,7 @@ def test_a_trained_grader_loads_as_the_cross_encoder_scorer(tmp_path):
     )
 
     from components.crag_evaluator import CRAGEvaluator
-    from experiments.train_grader import held_out_auc, train
+    from experiments.tuning.train_grader import held_out_auc, train
 
     pairs = training_pairs(ROWS, [0, 1, 2, 3], negatives=1, stripped=False, seed=0)
     train(pairs, tmp_path / "grader", epochs=1, batch_size=4, lr=5e-5, max_length=64, seed=0)

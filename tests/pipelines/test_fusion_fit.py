@@ -7,7 +7,7 @@ import pytest
 from haystack import Document
 
 from components.rank_fusion_joiner import RankFusionJoiner
-from experiments.indexed import load_indexed_pipeline
+from experiments.runs.indexed import load_indexed_pipeline
 from pipelines.fusion_fit import FIT_QUERIES, WEIGHTS, choose_weight, pseudo_queries
 from tests.shipped import composed
 

@@ -15,7 +15,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from experiments.config import register_resolvers
+from experiments.runs.config import register_resolvers
 from pipelines.ingest import (
     MANIFEST,
     build_index,

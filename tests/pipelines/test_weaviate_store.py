@@ -10,8 +10,8 @@ from haystack import Document
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 
 from components.weaviate_search import weaviate_filters
-from experiments.config import validate
-from experiments.indexed import load_indexed_pipeline, prepare_pipeline
+from experiments.runs.config import validate
+from experiments.runs.indexed import load_indexed_pipeline, prepare_pipeline
 from pipelines.errors import UserError
 from pipelines.weaviate_store import (
     BUILDING,
@@ -271,7 +271,7 @@ def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
 
     import yaml
 
-    from experiments.config import PROJECT_DIR
+    from experiments.runs.config import PROJECT_DIR
 
     services = yaml.safe_load((PROJECT_DIR / "docker-compose.yml").read_text())["services"]
     assert services["mlflow"]["image"].endswith(f":v{version('mlflow')}")
@@ -283,7 +283,7 @@ def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
 
 def test_a_build_leaves_a_record_promotion_ships_and_serving_checks(tmp_path):
     """The bundle's index folder names the collection build; a rebuilt or emptied collection is not served."""
-    from experiments.indexed import snapshot_fingerprint
+    from experiments.runs.indexed import snapshot_fingerprint
     from pipelines.weaviate_store import open_collection
 
     store = RecordingStore(BUILDING)

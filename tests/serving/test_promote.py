@@ -10,8 +10,8 @@ import pytest
 from haystack import Document
 from mlflow.tracking import MlflowClient
 
-from experiments import gate
-from experiments.portable import PORTABLE_CONFIG
+from experiments.comparison import gate
+from experiments.runs.portable import PORTABLE_CONFIG
 from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.ingest import save_snapshot
 from serving import promote

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
 
-from experiments.config import ConfigError
+from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
 from serving.principals import Principal, scoped_filters
 from serving.pyfunc_answerer import PyfuncAnswerer, requests

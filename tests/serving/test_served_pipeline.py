@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.indexed import prepare_pipeline
+from experiments.runs.indexed import prepare_pipeline
 from serving.served_pipeline import ServedPipeline
 from tests.shipped import composed
 

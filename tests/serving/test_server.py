@@ -13,7 +13,7 @@ from haystack.core.errors import PipelineRuntimeError
 from haystack.errors import FilterError
 
 from components.document_masks import DocumentMasks
-from experiments.config import ConfigError
+from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
 from pipelines.errors import UserError
 from serving.principals import Principal, read_api_keys, scoped_filters
@@ -25,12 +25,17 @@ AUTH = {"Authorization": "Bearer k-acme"}
 
 
 class RecordingAnswerer:
-    def __init__(self, seconds: float = 0.0):
-        self.calls, self.seconds = [], seconds
+    """Records each question; with `blocking`, each answer waits until `release` is set (`started` says one began)."""
+
+    def __init__(self, blocking: bool = False):
+        self.calls, self.blocking = [], blocking
+        self.started, self.release = threading.Event(), threading.Event()
 
     def ask(self, question, history=None, filters=None, stages=False, on_token=None):
         self.calls.append({"question": question, "history": history, "filters": filters, "stages": stages})
-        time.sleep(self.seconds)
+        self.started.set()
+        if self.blocking:
+            assert self.release.wait(timeout=30), "the test never released the answer"
         return {"answer": f"re: {question}", "refused": False, "citations": [], "documents": [], "stages_ms": {}}
 
 
@@ -134,21 +139,27 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
 
 
 def test_a_slow_answer_times_out():
-    assert client(RecordingAnswerer(seconds=1.0), timeout_s=0.2).post("/query", json={"question": "q"},
-                                                                        headers=AUTH).status_code == 504
+    answerer = RecordingAnswerer(blocking=True)
+    try:
+        assert client(answerer, timeout_s=0.2).post("/query", json={"question": "q"}, headers=AUTH).status_code == 504
+    finally:
+        answerer.release.set()
 
 
 def test_requests_beyond_the_pending_bound_are_refused_while_one_runs():
-    api = client(RecordingAnswerer(seconds=0.5), max_pending=1)
+    answerer = RecordingAnswerer(blocking=True)
+    api = client(answerer, max_pending=1)
     codes = []
-    threads = [threading.Thread(target=lambda: codes.append(api.post("/query", json={"question": "q"},
-                                                                      headers=AUTH).status_code)) for _ in range(3)]
-    for t in threads:
-        t.start()
-        time.sleep(0.05)
-    for t in threads:
-        t.join()
-    assert sorted(codes) == [200, 503, 503]
+    running = threading.Thread(target=lambda: codes.append(api.post("/query", json={"question": "q"},
+                                                                     headers=AUTH).status_code))
+    running.start()
+    try:
+        assert answerer.started.wait(timeout=30)
+        codes += [api.post("/query", json={"question": "q"}, headers=AUTH).status_code for _ in range(2)]
+    finally:
+        answerer.release.set()
+        running.join()
+    assert codes == [503, 503, 200]
 
 
 def test_the_chat_endpoint_takes_history_from_the_messages():
@@ -297,7 +308,7 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
     """The server may take requests concurrently; ServedPipeline's lock serialises them (checked here on threads)."""
     from serving.served_pipeline import ServedPipeline
 
-    active, peak = [0], [0]
+    active, peak, overlap = [0], [0], threading.Event()
 
     class Query:
         name = "stub"
@@ -308,7 +319,9 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
         def run(self, **_):
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-            time.sleep(0.05)
+            if active[0] > 1:
+                overlap.set()
+            overlap.wait(timeout=0.2)  # without the lock, another thread's question arrives here meanwhile
             active[0] -= 1
             return {}
 

@@ -23,24 +23,33 @@ from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 from omegaconf import DictConfig, OmegaConf
 
 from components.pass_through import PassThrough
-from experiments.answer_metrics import Similarity, ragas_embeddings
-from experiments.config import ConfigError, register_resolvers, validate
 from experiments.datasets import Dataset
-from experiments.diagnosis import diagnosis_markdown
-from experiments.evaluate import EvalSettings, Evaluation, evaluate, evidence_doc_ids
-from experiments.golden import GoldenItem
-from experiments.identities import LLM_SLOTS, identity_tags, slot_models
-from experiments.indexed import prepare_pipeline
-from experiments.judge import openai_compatible_judge
-from experiments.portable import PORTABLE_CONFIG, portable_config
-from experiments.report import print_results, print_skipped_files
-from experiments.routing_metrics import write_confusion
-from experiments.sweep import ParentRun, job_tags, override_key_value, short_labels
-from experiments.tracking import connect, log_config_params, run_tags, source_tags, use_experiment
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
+from experiments.evaluation.diagnosis import diagnosis_markdown
+from experiments.evaluation.evaluate import EvalSettings, Evaluation, evaluate, evidence_doc_ids
+from experiments.evaluation.judge import openai_compatible_judge
+from experiments.evaluation.report import print_results, print_skipped_files
+from experiments.evaluation.routing_metrics import write_confusion
+from experiments.runs.config import ConfigError, register_resolvers, validate
+from experiments.runs.identities import LLM_SLOTS, identity_tags, slot_models
+from experiments.runs.indexed import prepare_pipeline
+from experiments.runs.portable import PORTABLE_CONFIG, portable_config
+from experiments.runs.sweep import ParentRun, job_tags, override_key_value, short_labels
+from experiments.runs.tracking import (
+    connect,
+    experiment_name,
+    log_config_params,
+    run_tags,
+    source_tags,
+    use_experiment,
+)
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
-from pipelines.builder import STAGE_PREFIX, BuiltPipeline, instantiate_component
+from pipelines.built import BuiltPipeline
 from pipelines.ingest import IndexInfo
+from pipelines.instantiate import instantiate_component
 from pipelines.models import check_endpoint
+from pipelines.views import STAGE_PREFIX
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
 UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
@@ -79,17 +88,6 @@ def job_identity(
         and (key in swept if swept is not None else not key.startswith(UNNAMED_SECTIONS))
     ]
     return JobIdentity(f"{name} {short_labels([shown])[0]}" if shown else name, job_tags(job_num, overrides))
-
-
-def experiment_name(cfg: DictConfig) -> str:
-    """`mlflow.experiment`, else the dataset's name, else its folder's name: one experiment per data set."""
-    if cfg.mlflow.get("experiment"):
-        return str(cfg.mlflow.experiment)
-    dataset = cfg.dataset
-    folder = dataset.get("corpus_dir") or dataset.get("path")
-    if dataset.get("name") not in (None, dataset.get("kind")) or not folder:
-        return str(dataset.get("name") or dataset.get("kind"))
-    return Path(str(folder)).resolve().name
 
 
 def objective(metrics: dict[str, float], name: str) -> float:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from experiments import metric_names
-from experiments.golden import GoldenItem
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation import metric_names
 
 # Numbers and anything holding a digit (20, $310, P2, SEV3, 2023-04), acronyms and ids (HR, VPN, MFA),
 # and capitalised words inside a sentence (Northwind, London): the facts a rewrite must not lose.

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from experiments import metric_names
+from experiments.evaluation import metric_names
 
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 # RAGAS's non-LLM context metrics compare whole chunks with short quotes and read 0 by construction on quote-based

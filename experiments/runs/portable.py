@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import PROJECT_DIR
+from experiments.runs.config import PROJECT_DIR
 
 PORTABLE_CONFIG = "config.portable.yaml"
 PROJECT_FILE = re.compile(r"^\$\{project_path:(?P<path>[^}]+)\}$")

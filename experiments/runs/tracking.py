@@ -23,13 +23,13 @@ from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.runs.config import PROJECT_DIR
 from pipelines.errors import UserError
 
 PARAM_VALUE_LIMIT = 6000
 BATCH = 100
 SQLITE = "sqlite:///"
 LOCAL_DEFAULT = "sqlite:///mlruns/mlflow.db"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TRACKING_HELP = f"MLflow store (default: $MLFLOW_TRACKING_URI, else {LOCAL_DEFAULT})"
 PID_TAG, HOST_TAG, STALE_TAG = "ragtune.pid", "ragtune.host", "ragtune.stale"
 PROBE_SECONDS = 10.0
@@ -220,7 +220,7 @@ def log_config_params(run_id: str, cfg: DictConfig) -> None:
         client.log_batch(run_id, params=params[start : start + BATCH])
 
 
-def git_commit(cwd: Path = PROJECT_ROOT) -> str:
+def git_commit(cwd: Path = PROJECT_DIR) -> str:
     """HEAD of the project's checkout (not of the folder a user runs from), '-dirty' when tracked files differ."""
     try:
         commit = _git(["rev-parse", "HEAD"], cwd)
@@ -238,3 +238,14 @@ def source_tags() -> dict[str, str]:
 
 def _git(args: list[str], cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """`mlflow.experiment`, else the dataset's name, else its folder's name: one experiment per data set."""
+    if cfg.mlflow.get("experiment"):
+        return str(cfg.mlflow.experiment)
+    dataset = cfg.dataset
+    folder = dataset.get("corpus_dir") or dataset.get("path")
+    if dataset.get("name") not in (None, dataset.get("kind")) or not folder:
+        return str(dataset.get("name") or dataset.get("kind"))
+    return Path(str(folder)).resolve().name

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from experiments.golden import GoldenItem
-from experiments.relevance import Judged
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.relevance import Judged
 
 METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 _UNSAFE_NAME = re.compile(r"[^\w.\- ]")  # MLflow metric names allow \w . - space and "/" (kept for levels)

@@ -16,10 +16,10 @@ import pandas as pd  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from experiments import metric_names  # noqa: E402
-from experiments.metric_names import lower_is_better  # noqa: E402
-from experiments.report import console  # noqa: E402
-from experiments.significance import PairedComparison, paired  # noqa: E402
+from experiments.comparison.significance import PairedComparison, paired  # noqa: E402
+from experiments.evaluation import metric_names  # noqa: E402
+from experiments.evaluation.metric_names import lower_is_better  # noqa: E402
+from experiments.evaluation.report import console  # noqa: E402
 
 PER_QUESTION = "per_question.jsonl"
 LAYERS = ("retrieval/", "stage/", "context/", "answer/", "selfcheck/", "cost/")

@@ -26,7 +26,7 @@ class ConfigError(UserError, ValueError):
     """A config value that cannot work; the message names the key."""
 
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 CONF_DIR = PROJECT_DIR / "conf"
 CRAG_ACTIONS = ("refuse", "search")
 CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())

@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipelines.builder import BuiltPipeline
+from pipelines.built import BuiltPipeline
 from pipelines.models import generator_identity, model_identity
 
 # LLM slot -> (its config key, the component that holds its chat model); recorded as ragtune.model.<slot>.

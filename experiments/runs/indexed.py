@@ -17,16 +17,11 @@ from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
 from components.rank_fusion_joiner import RankFusionJoiner
-from experiments.config import ConfigError
 from experiments.datasets import Dataset, load_dataset
-from experiments.identities import model_identities
-from pipelines.builder import (
-    GOLDEN_INPUTS,
-    BuiltPipeline,
-    build_pipeline,
-    instantiate_component,
-    reads_embeddings,
-)
+from experiments.runs.config import ConfigError
+from experiments.runs.identities import model_identities
+from pipelines.builder import build_pipeline, reads_embeddings
+from pipelines.built import BuiltPipeline
 from pipelines.fusion_fit import FusionFit, FusionFitError, fit_fusion
 from pipelines.ingest import (
     DamagedIndexError,
@@ -37,7 +32,9 @@ from pipelines.ingest import (
     load_snapshot,
     read_manifest,
 )
+from pipelines.instantiate import instantiate_component
 from pipelines.models import model_identity, resolve_model
+from pipelines.spec import GOLDEN_INPUTS
 from pipelines.weaviate_store import (
     build_collection,
     check_collection_options,
@@ -67,7 +64,7 @@ class IndexedPipeline:
     fingerprint: str
     cache_dir: Path
     query: BuiltPipeline
-    models: dict[str, str]  # slot -> model identity (experiments/identities.py), recorded with the run
+    models: dict[str, str]  # slot -> model identity (experiments/runs/identities.py), recorded with the run
     lineage: str | None = None  # what every index built this way shares, whatever the corpus (ingest.update)
     update: bool = False
     server_side: bool = False  # the index is a collection on a server (store=weaviate), not a snapshot here

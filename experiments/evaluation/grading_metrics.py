@@ -1,7 +1,7 @@
 """The grading layer: the label a retrieval evaluator (CRAG) gave each question, against its answerability.
 
 An answerable question should be graded correct or ambiguous, an unanswerable one incorrect: that is
-`crag/label_accuracy` (over the questions that retrieve: a greeting has no passages worth grading). The per-passage scores are kept per question, so `experiments.calibrate` and a reader of
+`crag/label_accuracy` (over the questions that retrieve: a greeting has no passages worth grading). The per-passage scores are kept per question, so `experiments.tuning.calibrate` and a reader of
 per_question.jsonl see why a label was given.
 """
 

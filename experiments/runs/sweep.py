@@ -1,32 +1,27 @@
 """One MLflow parent run per Hydra sweep; every job of the sweep becomes its child.
 
-The launcher process opens the parent run before the jobs start and writes its id into the sweep folder, where each
-job (in this process or a joblib worker) finds it. When the sweep ends, the finished children are compared on the
+The launcher process opens the parent run before the jobs start (sweep_parent_run.py) and writes its id into the sweep
+folder, where each job (in this process or a joblib worker) finds it. When the sweep ends, the finished children are compared on the
 parent (table, bar chart, paired tests against the baseline), the failed ones are named there, and the parent is
 closed: FAILED only when no child finished.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
-import logging
 import shlex
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import mlflow
-from hydra.experimental.callback import Callback
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from experiments.config import CONFIG_GROUPS
-from experiments.tracking import run_tags, source_tags, use_experiment
+from experiments.runs.config import CONFIG_GROUPS
 
 PARENT_FILE = "mlflow_parent_run.json"
 FAILURES_FILE = "failed_jobs.txt"
@@ -36,7 +31,6 @@ ERROR_TAG = "ragtune.error"
 FAILED_JOBS_TAG = "ragtune.failed_jobs"  # on the parent: how many children did not finish
 BASELINE_TAG = "ragtune.baseline"  # on the parent: the label of the child the others were tested against
 BASELINE_KEY = "compare.baseline"  # '+compare.baseline="pipeline=bm25"' (quoted: Hydra) picks the child with it
-log = logging.getLogger(__name__)
 _failed_labels: list[str] = []
 
 
@@ -204,43 +198,7 @@ def _child_of_job(client: MlflowClient, parent_run_id: str, job_num: str | None)
     return next((r for r in child_runs(client, parent_run_id) if r.data.tags.get(JOB_NUM_TAG) == job_num), None)
 
 
-class SweepParentRun(Callback):
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from experiments.runner import experiment_name
-
-        experiment_id = use_experiment(config.mlflow, experiment_name(config))
-        sweep_dir = Path(config.hydra.sweep.dir)
-        overrides = " ".join(config.hydra.overrides.task)
-        run = MlflowClient().create_run(
-            experiment_id,
-            run_name=f"sweep {overrides}".strip(),
-            tags={"ragtune.sweep_dir": str(sweep_dir.resolve())} | source_tags() | run_tags(),
-        )
-        parent = ParentRun(run.info.run_id, experiment_id, mlflow.get_tracking_uri(), swept_keys(config))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / PARENT_FILE).write_text(json.dumps(asdict(parent)))
-        log.info("MLflow parent run %s for sweep %s", run.info.run_id, sweep_dir)
-        atexit.register(_fail_if_running, run.info.run_id)
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from experiments.compare import report_sweep
-
-        sweep_dir = Path(config.hydra.sweep.dir)
-        parent = read_parent_run(sweep_dir)
-        if parent is None:
-            return
-        client = MlflowClient()
-        children = child_runs(client, parent.run_id)
-        finished = any(run.info.status == "FINISHED" for run in children)
-        try:
-            if finished:
-                report_sweep(parent.run_id, sweep_dir / "comparison.png", baseline=OmegaConf.select(config, BASELINE_KEY))
-        finally:
-            _report_failures(client, parent.run_id, children)
-            client.set_terminated(parent.run_id, status="FINISHED" if finished else "FAILED")
-
-
-def _report_failures(client: MlflowClient, parent_run_id: str, children: Sequence[Run]) -> None:
+def report_failures(client: MlflowClient, parent_run_id: str, children: Sequence[Run]) -> None:
     """Printed last and kept on the parent (tag + failed_jobs.txt): a sweep that went on past a bad point says so."""
     _failed_labels[:] = [label for label, _ in failed_children(children)]
     client.set_tag(parent_run_id, FAILED_JOBS_TAG, str(len(_failed_labels)))
@@ -256,10 +214,3 @@ def swept_keys(config: DictConfig) -> tuple[str, ...]:
 
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
     return tuple(o.key_or_group for o in parsed if o.is_sweep_override())
-
-
-def _fail_if_running(run_id: str) -> None:
-    """A sweep that died (the launcher raised) skips on_multirun_end; its parent must not stay RUNNING."""
-    client = MlflowClient()
-    if client.get_run(run_id).info.status == "RUNNING":
-        client.set_terminated(run_id, status="FAILED")

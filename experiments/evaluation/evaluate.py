@@ -1,11 +1,11 @@
 """Answers every golden question through the pipeline and scores all three layers.
 
-The pipeline spec says what to feed and what to read (pipelines/builder.py): golden fields go to its inputs
+The pipeline spec says what to feed and what to read (pipelines/spec.py): golden fields go to its inputs
 (`question`, and `history` and `filters` where the item has them), and every view is scored as a layer: the
 retrieval output (`retrieval/`), what reaches the prompt (`context/`), named views, every documents-producing
 component (`stage/<component>/`), and the answer (`answer/`), read through the answer contract. Every question also
 gets its route, its cost (every chat-generator call, wherever it happens) and its first broken layer
-(experiments/diagnosis.py); per-question scores are kept for paired tests.
+(experiments/evaluation/diagnosis.py); per-question scores are kept for paired tests.
 """
 
 from __future__ import annotations
@@ -21,28 +21,35 @@ from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from tqdm import tqdm
 
 from components.routes import CONVERSATIONAL
-from experiments import metric_names
-from experiments.answer_metrics import Similarity, answer_scores
-from experiments.context_metrics import context_scores
-from experiments.diagnosis import OK, ROUTING, Evidence, diagnosis_row, first_broken_layer, layer_counts
-from experiments.golden import GoldenItem
-from experiments.grading_metrics import grading_record, grading_summary
-from experiments.interrupts import raise_if_interrupted
-from experiments.judge import Judge
-from experiments.metrics import aggregate, by_category, latency_percentiles, rank_metrics
-from experiments.mlflow_traces import QuestionTraces
-from experiments.query_metrics import query_scores, query_summary
-from experiments.relevance import Corpus, Judged, locate
-from experiments.relevance import judge as judge_ranking
-from experiments.routing_metrics import routed_wrong, routing_summary
-from experiments.significance import mean_ci
-from pipelines.builder import BuiltPipeline
+from experiments.comparison.significance import mean_ci
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation import metric_names
+from experiments.evaluation.answer_metrics import Similarity, answer_scores
+from experiments.evaluation.context_metrics import context_scores
+from experiments.evaluation.diagnosis import (
+    OK,
+    ROUTING,
+    Evidence,
+    diagnosis_row,
+    first_broken_layer,
+    layer_counts,
+)
+from experiments.evaluation.grading_metrics import grading_record, grading_summary
+from experiments.evaluation.judge import Judge
+from experiments.evaluation.metrics import aggregate, by_category, latency_percentiles, rank_metrics
+from experiments.evaluation.mlflow_traces import QuestionTraces
+from experiments.evaluation.query_metrics import query_scores, query_summary
+from experiments.evaluation.relevance import Corpus, Judged, locate
+from experiments.evaluation.relevance import judge as judge_ranking
+from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
+from experiments.runs.interrupts import raise_if_interrupted
+from pipelines.built import BuiltPipeline
 from pipelines.errors import UserError
 from pipelines.instrumentation import ChatUsage, counting_chat_calls, timing_components
 
 MAX_LOGGED_DOCS = 20
 # Per question, the headline views keep every rank metric; the other views (stages, named views) these, enough for
-# `experiments.compare` to test a stage such as the reranker question by question.
+# `experiments.comparison.compare` to test a stage such as the reranker question by question.
 VIEW_RECORD_METRICS = ("recall_at_10", "mrr_at_10", "ndcg_at_10")
 # Views whose unlocated documents are always reported (0 included); other views only when they have some.
 REPORTED_UNLOCATED = ("retrieval", "context")
@@ -93,7 +100,7 @@ def evaluate(
 ) -> Evaluation:
     """`index_chunks` (doc id -> its chunks) lets the diagnosis tell chunking failures from retrieval misses;
     `similarity` scores `answer/semantic_similarity` and `llm_judge` the LLM-judged metrics (each skipped when None);
-    `corpus` (doc id -> text) places documents that carry no span (see experiments/relevance.py)."""
+    `corpus` (doc id -> text) places documents that carry no span (see experiments/evaluation/relevance.py)."""
     _check_inputs(query, golden)
     start = time.perf_counter()
     views: dict[str, list[dict[str, float] | None]] = {}

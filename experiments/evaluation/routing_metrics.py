@@ -16,7 +16,7 @@ import matplotlib
 import numpy as np
 
 from components.routes import CONVERSATIONAL, ROUTES
-from experiments.metrics import latency_percentiles
+from experiments.evaluation.metrics import latency_percentiles
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,11 +1,11 @@
 """Context-layer scores for one question, on exactly the chunks that reach the prompt.
 
 `context/precision` (share of context chunks that cover evidence) and `context/recall` (share of evidence units
-the context covers) use the chunk-invariant span judgement of experiments/relevance.py. RAGAS's non-LLM variants
+the context covers) use the chunk-invariant span judgement of experiments/evaluation/relevance.py. RAGAS's non-LLM variants
 are logged beside them as `context/ragas_precision` and `context/ragas_recall`, but they compare each whole chunk
 with each quote by Levenshtein similarity, so a 500-character chunk that contains a quote verbatim still scores
 0 (measured: see docs/metrics.md). `context/id_precision` and `context/id_recall` are RAGAS's ID-based metrics on
-source doc ids. The rank metrics (`context/recall_at_k` ...) come from experiments/metrics.py.
+source doc ids. The rank metrics (`context/recall_at_k` ...) come from experiments/evaluation/metrics.py.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 from haystack import Document
 from rapidfuzz import fuzz
 
-from experiments.answer_metrics import answer_tokens
-from experiments.golden import GoldenItem
-from experiments.relevance import Judged
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.answer_metrics import answer_tokens
+from experiments.evaluation.relevance import Judged
 
 
 def context_tokens(docs: list[Document]) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.relevance import Judged
+from experiments.evaluation.relevance import Judged
 
 OK = "ok"
 ROUTING = "routing"
@@ -83,7 +83,7 @@ def _answer_passes(answer: dict[str, float], pass_f1: float) -> bool:
 
 
 def diagnosis_row(record: dict[str, Any]) -> dict[str, Any]:
-    """The columns of diagnosis.csv, from one per-question record of experiments/evaluate.py."""
+    """The columns of diagnosis.csv, from one per-question record of experiments/evaluation/evaluate.py."""
     return {
         "id": record["id"],
         "category": record["category"],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from haystack import Document
 
-from experiments.golden import GoldenItem
+from experiments.datasets.golden import GoldenItem
 
 
 @dataclass(frozen=True)
