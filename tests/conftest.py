@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # Tests run offline and must not phone home.
 for key, value in {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
@@ -8,3 +10,11 @@ for key, value in {
     "TOKENIZERS_PARALLELISM": "false",
 }.items():
     os.environ.setdefault(key, value)
+
+
+@pytest.fixture
+def mlflow_store(tmp_path):
+    """A real MLflow sqlite store in the test's folder, made current: (its URI, a client, the `demo` experiment id)."""
+    from tests.support.mlflow_runs import tracking
+
+    return tracking(tmp_path)

@@ -80,3 +80,10 @@ def test_experiments_keeps_its_groups_and_nothing_else_at_the_top():
     assert {f"experiments.{name}" for name in top} == SHIMS
     assert {path.name for path in (ROOT / "experiments").iterdir() if path.is_dir() and path.name != "__pycache__"} == {
         "datasets", "evaluation", "runs", "comparison", "tuning"}
+
+
+def test_tests_share_helpers_only_through_tests_support():
+    """A test module imported by another runs its tests twice and hides what it shares: helpers live in support/."""
+    for path in (ROOT / "tests").rglob("*.py"):
+        shared = {n for n in imported_names(path) if n.startswith("tests.") and not n.startswith("tests.support")}
+        assert shared == set(), path.relative_to(ROOT)

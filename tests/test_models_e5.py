@@ -21,7 +21,7 @@ from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.ingest import build_index, index_fingerprint, ingest_spec
 from pipelines.models import ModelUnavailableError, model_identity, resolve_model
-from tests.paths import CONF, ROOT
+from tests.support.paths import CONF, ROOT
 
 
 def config(*overrides):

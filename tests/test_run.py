@@ -13,39 +13,13 @@ from pathlib import Path
 import matplotlib.image
 import mlflow
 import pytest
-from mlflow.tracking import MlflowClient
 
 from experiments.runs.tracking import PID_TAG
 from serving.loopback import free_port, wait_until_up
+from tests.support.paths import ROOT
+from tests.support.run_py import client, job_dir, run, write_local_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def run(tmp_path: Path, *overrides: str, check: bool = True) -> subprocess.CompletedProcess:
-    flags = [o for o in overrides if o.startswith("-")]
-    args = [
-        sys.executable,
-        str(ROOT / "run.py"),
-        *flags,
-        f"paths.cache={tmp_path / 'cache'}",
-        f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-        f"mlflow.artifact_root={tmp_path / 'artifacts'}",
-        *(o for o in overrides if not o.startswith("-")),
-    ]
-    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"run.py failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
-
-
-def client(tmp_path: Path) -> MlflowClient:
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    return MlflowClient()
-
-
-def job_dir(tmp_path: Path, name: str) -> Path:
-    return tmp_path / "jobs" / name
 
 
 def test_retrieval_job_logs_a_complete_run_and_reuses_its_index(tmp_path):
@@ -132,31 +106,6 @@ def test_a_sweep_on_another_launcher_runs_its_jobs_in_other_processes_under_one_
     launcher_pid = parent.data.tags[PID_TAG]
     assert all(c.data.tags[PID_TAG] != launcher_pid for c in children)  # not in the launching process
     assert "retrieval/mrr_at_10" in result.stdout + result.stderr
-
-
-def write_local_dataset(tmp_path: Path) -> list[str]:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "travel.txt").write_text(
-        "Travel policy. The nightly hotel limit is $310 in London and $250 in other cities.", encoding="utf-8"
-    )
-    (corpus / "leave.txt").write_text(
-        "Leave policy. Full-time employees accrue 20 days of paid annual leave per calendar year.", encoding="utf-8"
-    )
-    (corpus / "zh.txt").write_text("差旅标准。员工出差住宿标准为一线城市每晚不超过600元。", encoding="utf-8")
-    golden = [
-        {"id": "en-1", "question": "What is the hotel limit per night in London?", "reference_answer": "$310",
-         "evidence": ["The nightly hotel limit is $310 in London"], "category": "fact"},
-        {"id": "en-2", "question": "How many days of paid annual leave do full-time employees accrue?",
-         "reference_answer": "20 days", "evidence": ["Full-time employees accrue 20 days of paid annual leave"],
-         "category": "numeric"},
-        {"id": "zh-1", "question": "在一线城市出差，每晚住宿最多报销多少？", "reference_answer": "600元",
-         "evidence": ["员工出差住宿标准为一线城市每晚不超过600元"], "category": "numeric"},
-        {"id": "un-1", "question": "Am I allowed to bring my dog to the office?", "category": "unanswerable",
-         "answerable": False},
-    ]
-    (tmp_path / "golden.jsonl").write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in golden), encoding="utf-8")
-    return ["dataset=local", f"dataset.corpus_dir={corpus}", f"dataset.golden={tmp_path / 'golden.jsonl'}"]
 
 
 def test_an_updated_index_has_the_fingerprint_and_scores_of_a_cold_build(tmp_path):
@@ -401,7 +350,7 @@ def runs_of(tmp_path: Path, experiment: str = "demo") -> list:
 
 
 def test_a_bug_mid_evaluation_keeps_its_traceback_and_ends_the_run_failed(tmp_path):
-    result = run(tmp_path, "pipeline=bm25", "reranker.component={_target_: tests.failing_component.FailsOnThirdQuestion}",
+    result = run(tmp_path, "pipeline=bm25", "reranker.component={_target_: tests.support.failing_component.FailsOnThirdQuestion}",
                  check=False)
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "reranker bug on the third question" in result.stderr

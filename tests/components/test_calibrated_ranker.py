@@ -75,7 +75,7 @@ def test_upstream_weight_blends_in_the_incoming_order_and_keeps_the_rankers_scor
 def test_haystacks_llm_ranker_never_repeats_a_chunk_nor_empties_the_context(reply, expected):
     from haystack.components.rankers import LLMRanker
 
-    from tests.scripted_chat_generator import ScriptedChatGenerator
+    from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
     ranker = CalibratedRanker(LLMRanker(chat_generator=ScriptedChatGenerator(reply), top_k=3), normalize="minmax")
     scored = [Document(id=d.id, content=d.content, score=1.0 - i / 10) for i, d in enumerate(DOCS)]
@@ -182,7 +182,7 @@ def test_a_real_cross_encoder_ranks_through_the_wrapper(tiny_cross_encoder):
 @pytest.mark.slow
 def test_mmr_as_shipped_moves_a_near_duplicate_down():
     """conf/reranker/mmr.yaml as shipped (Haystack's diversity ranker on MiniLM) with a duplicate among the candidates."""
-    from tests.shipped import shipped
+    from tests.support.shipped import shipped
 
     docs = [Document(id="a", content="Employees get 20 days of paid annual leave.", score=3.0),
             Document(id="a2", content="Employees get twenty days of paid annual leave.", score=2.9),

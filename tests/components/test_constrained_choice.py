@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 from components.constrained_choice import TokenTrie, choose, stop_tokens
 from components.span_answerer import word_spans
 from pipelines.models import resolve_model
-from tests.paths import CONF
+from tests.support.paths import CONF
 
 pytestmark = pytest.mark.slow
 FEW_SHOT = Template(OmegaConf.load(CONF / "prompt" / "grounded.yaml").span)

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from components.e5_model import load_e5
-from tests.paths import ROOT
+from tests.support.paths import ROOT
 
 
 def test_one_handle_per_weights_file():

@@ -3,7 +3,7 @@ from haystack.dataclasses import ChatMessage
 from omegaconf import OmegaConf
 
 from components.history_rewriter import HistoryRewriter
-from tests.paths import CONF
+from tests.support.paths import CONF
 
 
 @pytest.fixture

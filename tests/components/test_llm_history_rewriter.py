@@ -7,8 +7,8 @@ from components.llm_history_rewriter import LLMHistoryRewriter
 from experiments.evaluation.evaluate import EvalSettings, evaluate
 from pipelines.builder import build_pipeline
 from pipelines.spec import GOLDEN_INPUTS
-from tests.experiments.test_evaluate import follow_up, store
-from tests.scripted_chat_generator import ScriptedChatGenerator
+from tests.support.handbook import follow_up, store
+from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 TEMPLATES = {"en": "Conversation:\n{history}\nLast question: {question}", "zh": "对话：\n{history}\n最后一个问题：{question}"}
 HISTORY = [ChatMessage.from_user("Is there a nightly hotel limit?"), ChatMessage.from_assistant("Yes, by city.")]
@@ -52,7 +52,7 @@ def test_an_unusable_reply_falls_back_to_the_question_and_says_so(reply):
 def test_malformed_output_is_counted_as_a_query_fallback_by_evaluation():
     memory, chunks = store()
     rewriter = {"_target_": "components.llm_history_rewriter.LLMHistoryRewriter", "templates": TEMPLATES,
-                "chat_generator": {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator", "reply": "{oops"}}
+                "chat_generator": {"_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator", "reply": "{oops"}}
     spec = {"name": "llm-rewrite",
             "components": {"rewriter": rewriter,
                            "bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",
@@ -89,7 +89,7 @@ def test_serialisation_is_exact_and_round_trips():
     assert data == {
         "type": "components.llm_history_rewriter.LLMHistoryRewriter",
         "init_parameters": {
-            "chat_generator": {"type": "tests.scripted_chat_generator.ScriptedChatGenerator",
+            "chat_generator": {"type": "tests.support.scripted_chat_generator.ScriptedChatGenerator",
                                "init_parameters": {"reply": '{"question": "x"}', "prompt_tokens": 11,
                                                    "completion_tokens": 5, "first": []}},
             "templates": TEMPLATES, "turns": 3, "max_chars_factor": 2.0,

@@ -10,8 +10,8 @@ from components.citation_verifier import CitationVerifier
 from components.localized_prompt_builder import LocalizedChatPromptBuilder
 from components.span_answerer import SpanAnswerer, word_spans
 from pipelines.models import resolve_model
-from tests.paths import CONF
-from tests.shipped import shipped
+from tests.support.paths import CONF
+from tests.support.shipped import shipped
 
 pytestmark = pytest.mark.slow
 PROMPT = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "grounded.yaml"))

@@ -3,7 +3,7 @@ from haystack import Document
 from omegaconf import OmegaConf
 
 from components.localized_prompt_builder import LocalizedChatPromptBuilder
-from tests.paths import CONF
+from tests.support.paths import CONF
 
 PROMPT = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "grounded.yaml"))
 DOCS = [Document(content="Full-time employees accrue 20 days of leave."), Document(content="员工年假为15天。")]

@@ -14,7 +14,7 @@ from components.routes import ROUTES, RouteDecision, heaviest
 from components.rules_router import RulesRouter
 from experiments.runs.config import compose
 from pipelines.instantiate import instantiate_component
-from tests.scripted_chat_generator import ScriptedChatGenerator
+from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 RULES = [
     {"route": "no_retrieval", "patterns": {"en": [r"^\W*(hi|hello)\b\W*$"], "zh": [r"^\W*(你好|您好)\W*$"]}},

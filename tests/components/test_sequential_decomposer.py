@@ -8,7 +8,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from components.bm25_retriever import BM25sRetriever
 from components.sequential_decomposer import SequentialDecomposer
-from tests.scripted_chat_generator import ScriptedChatGenerator
+from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 # Control flow on scripted replies over a real BM25 index; SmolLM2 under the shipped schema runs in
 # tests/components/test_local_llms.py.

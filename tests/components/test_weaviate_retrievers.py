@@ -118,7 +118,7 @@ def test_weaviate_hybrid_on_the_in_memory_store_names_what_it_needs(tmp_path):
 
     from pipelines.builder import build_pipeline
     from pipelines.spec import PipelineConfigError
-    from tests.shipped import composed
+    from tests.support.shipped import composed
 
     with pytest.raises(PipelineConfigError, match=r"components.hybrid.*store=weaviate"):
         build_pipeline(composed("pipeline=weaviate_hybrid").pipeline,

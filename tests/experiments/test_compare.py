@@ -5,14 +5,14 @@ from mlflow.tracking import MlflowClient
 
 from experiments.comparison import compare
 from experiments.runs.sweep import job_tags
-from tests.experiments.mlflow_runs import logged_run, questions, tracking
+from tests.support.mlflow_runs import logged_run, questions
 
 CORPUS = "dataset.corpus_dir=/home/alice/projects/acme/kb/exports/2024-06/docs"
 
 
-def make_runs(tmp_path):
+def make_runs(tmp_path, mlflow_store):
     """A sweep parent with two finished children, bm25 (job 0) and hybrid (job 1), on a local corpus."""
-    uri, client, experiment = tracking(tmp_path)
+    uri, client, experiment = mlflow_store
     parent = client.create_run(experiment, run_name="sweep")
     ids = []
     for num, (name, mrr, latency) in enumerate((("bm25", 0.8, 12.0), ("hybrid", 0.9, 30.0))):
@@ -31,8 +31,8 @@ def table_rows(printed: str, separator: str) -> list[list[str]]:
     return [[cell.strip() for cell in row.split(separator)] for row in rows]
 
 
-def test_compare_run_ids_labels_the_runs_by_what_differs(tmp_path, capsys):
-    uri, _, ids = make_runs(tmp_path)
+def test_compare_run_ids_labels_the_runs_by_what_differs(tmp_path, capsys, mlflow_store):
+    uri, _, ids = make_runs(tmp_path, mlflow_store)
     out = tmp_path / "chart.png"
     compare.main([*ids, "--tracking-uri", uri, "--out", str(out), "--markdown",
                   "--metrics", "retrieval/mrr_at_10", "latency/p95_ms"])
@@ -42,8 +42,8 @@ def test_compare_run_ids_labels_the_runs_by_what_differs(tmp_path, capsys):
     assert out.stat().st_size > 5_000
 
 
-def test_compare_a_sweep_writes_the_table_as_csv_and_logs_it_to_the_parent(tmp_path, capsys):
-    uri, parent, _ = make_runs(tmp_path)
+def test_compare_a_sweep_writes_the_table_as_csv_and_logs_it_to_the_parent(tmp_path, capsys, mlflow_store):
+    uri, parent, _ = make_runs(tmp_path, mlflow_store)
     compare.main(["--parent", parent, "--tracking-uri", uri, "--out", str(tmp_path / "sweep.png"),
                   "--metrics", "retrieval/mrr_at_10", "latency/p95_ms"])
     frame = pd.read_csv(tmp_path / "sweep.csv", index_col="run")
@@ -67,8 +67,8 @@ def known_pairs(won: int, lost: int) -> tuple[list[dict], list[dict]]:
     return baseline, candidate
 
 
-def test_paired_comparison_reports_the_exact_difference_ci_and_p_value(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_paired_comparison_reports_the_exact_difference_ci_and_p_value(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     baseline_records, candidate_records = known_pairs(won=8, lost=2)
     baseline = logged_run(client, experiment, "baseline", baseline_records, tmp_path)
     candidate = logged_run(client, experiment, "candidate", candidate_records, tmp_path)
@@ -95,8 +95,8 @@ def test_paired_comparison_reports_the_exact_difference_ci_and_p_value(tmp_path,
 
 
 @pytest.mark.parametrize(("baseline", "expected"), [(None, 0), ("pipeline=b", 1)])
-def test_a_sweep_id_alone_compares_each_child_with_its_baseline(tmp_path, baseline, expected):
-    uri, client, experiment = tracking(tmp_path)
+def test_a_sweep_id_alone_compares_each_child_with_its_baseline(tmp_path, baseline, expected, mlflow_store):
+    uri, client, experiment = mlflow_store
     parent = client.create_run(experiment, run_name="sweep").info.run_id
     ids = {}
     for num in (1, 0):  # job 1 finishes first; override order still makes job 0 the default baseline

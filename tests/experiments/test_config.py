@@ -17,7 +17,7 @@ from pipelines.models import (
     resolve_model,
 )
 from pipelines.spec import GOLDEN_INPUTS, PipelineConfigError
-from tests.shipped import composed
+from tests.support.shipped import composed
 
 config = composed
 
@@ -435,7 +435,7 @@ def scripted_answer_stage(max_retries: int, replies: list[str]) -> BuiltPipeline
     from omegaconf import OmegaConf
 
     stage = OmegaConf.to_container(config("answer=llm", f"selfcheck.max_retries={max_retries}").answer.stage, resolve=True)
-    stage["components"]["generator"] = {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+    stage["components"]["generator"] = {"_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator",
                                         "reply": replies[-1], "first": replies[:-1]}
     spec = {"name": "stage", "components": {"retrieved": "none"}, "context_output": "retrieved.documents",
             "inputs": {"question": [], "documents": ["retrieved.documents"]}, "answer": stage}

@@ -10,20 +10,8 @@ from experiments.datasets.golden import EvidenceSpan, GoldenItem
 from experiments.evaluation.evaluate import EvalInputError, EvalSettings, evaluate
 from experiments.evaluation.judge import Judge
 from pipelines.builder import build_pipeline
-from tests.pipelines.test_builder import answer_stage
-
-LEAVE = "Full-time employees accrue 20 days of paid annual leave per calendar year."
-HOTEL = "The nightly hotel limit is $310 in London."
-
-
-def store():
-    docs = [
-        Document(id="leave#0-75", content=LEAVE, meta={"doc_id": "leave", "span": [0, len(LEAVE)]}),
-        Document(id="travel#0-42", content=HOTEL, meta={"doc_id": "travel", "span": [0, len(HOTEL)]}),
-    ]
-    memory = InMemoryDocumentStore()
-    memory.write_documents(docs)
-    return memory, {"leave": [docs[0]], "travel": [docs[1]]}
+from tests.support.handbook import HOTEL, LEAVE, follow_up, store
+from tests.support.pipeline_specs import answer_stage
 
 
 def golden():
@@ -80,14 +68,6 @@ GOLDEN_INPUTS = ("question", "history", "filters")
 TRAVEL = "Flights over six hours may be booked in business class."
 
 
-def follow_up():
-    """An elliptical follow-up: only the history says what 'it' is."""
-    return GoldenItem(id="f1", question="And what is the limit in London?", reference_answer="$310",
-                      evidence=(HOTEL,), evidence_spans=((EvidenceSpan("travel", 0, len(HOTEL)),),),
-                      history=({"role": "user", "content": "Is there a nightly hotel limit?"},
-                               {"role": "assistant", "content": "Yes, it depends on the city."}))
-
-
 def history_pipeline(memory, with_history: bool):
     """A rewriter made of real Haystack parts: the last user turn is prepended to the question."""
     rewrite = {"_target_": "haystack.components.converters.OutputAdapter",
@@ -139,7 +119,7 @@ def test_chat_generator_calls_inside_a_component_are_counted_with_their_tokens()
     """QueryExpander calls its generator itself; the pipeline never sees that call as a component run."""
     memory, chunks = store()
     expander = {"_target_": "haystack.components.query.QueryExpander", "n_expansions": 1,
-                "chat_generator": {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+                "chat_generator": {"_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator",
                                    "reply": '{"queries": ["paid annual leave days"]}'}}
     retriever = {"_target_": "haystack.components.retrievers.MultiQueryTextRetriever",
                  "retriever": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",

@@ -5,12 +5,12 @@ import pytest
 from experiments.evaluation.evaluate import EvalSettings, evaluate
 from pipelines.builder import build_pipeline
 from pipelines.spec import GOLDEN_INPUTS
-from tests.experiments.test_evaluate import follow_up, store
+from tests.support.handbook import follow_up, store
 
 
 def expanding(reply: str) -> dict:
     expander = {"_target_": "haystack.components.query.QueryExpander", "n_expansions": 2,
-                "chat_generator": {"_target_": "tests.scripted_chat_generator.ScriptedChatGenerator", "reply": reply}}
+                "chat_generator": {"_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator", "reply": reply}}
     return {"name": "expand",
             "components": {"rewriter": expander,
                            "bm25": {"_target_": "haystack.components.retrievers.in_memory.InMemoryBM25Retriever",

@@ -1,9 +1,9 @@
 from experiments.comparison import gate
-from tests.experiments.mlflow_runs import logged_run, questions, tracking
+from tests.support.mlflow_runs import logged_run, questions
 
 
-def test_gate_passes_within_threshold_and_fails_naming_the_regressed_layer(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_gate_passes_within_threshold_and_fails_naming_the_regressed_layer(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     baseline = logged_run(client, experiment, "baseline", questions(30, f1=0.60, recall=0.90), tmp_path)
     close = logged_run(client, experiment, "close", questions(30, f1=0.58, recall=0.90), tmp_path)
     worse = logged_run(client, experiment, "worse", questions(30, f1=0.40, recall=0.90, refused_unanswerable=0.0), tmp_path)
@@ -28,8 +28,8 @@ def test_lower_is_better_metrics_regress_upwards():
     assert len(skipped) == 4 and "answer/f1 (answer): not logged by the baseline and the candidate" in skipped
 
 
-def test_layers_only_one_run_logged_are_skipped_and_named(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_layers_only_one_run_logged_are_skipped_and_named(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     baseline = logged_run(client, experiment, "baseline", questions(5, f1=0.6, recall=0.9), tmp_path)
     retrieval_only = logged_run(client, experiment, "retrieval", [{"id": "q0", "retrieval/recall_at_10": 1.0}], tmp_path)
     code = gate.main(["--baseline", baseline, "--candidate", retrieval_only, "--tracking-uri", uri])
@@ -40,8 +40,8 @@ def test_layers_only_one_run_logged_are_skipped_and_named(tmp_path, capsys):
     assert "gate: layers skipped (not logged by both runs): context, answer" in out
 
 
-def test_two_retrieval_only_runs_are_gated_on_retrieval(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_two_retrieval_only_runs_are_gated_on_retrieval(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     runs = [
         logged_run(client, experiment, name, [{"id": "q0", "retrieval/recall_at_10": recall}], tmp_path)
         for name, recall in (("bm25", 0.9), ("hybrid", 0.7))
@@ -51,8 +51,8 @@ def test_two_retrieval_only_runs_are_gated_on_retrieval(tmp_path, capsys):
     assert "FAIL retrieval retrieval/recall_at_10: 0.900 -> 0.700" in capsys.readouterr().out
 
 
-def test_gate_cannot_judge_runs_sharing_no_headline_metric_or_unknown_runs(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_gate_cannot_judge_runs_sharing_no_headline_metric_or_unknown_runs(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     answer_only = logged_run(client, experiment, "answer", [{"id": "q0", "answer/f1": 0.5}], tmp_path)
     retrieval_only = logged_run(client, experiment, "retrieval", [{"id": "q0", "retrieval/recall_at_10": 1.0}], tmp_path)
     code = gate.main(["--baseline", answer_only, "--candidate", retrieval_only, "--tracking-uri", uri])

@@ -13,7 +13,7 @@ from experiments.runs.indexed import (
     snapshot_fingerprint,
 )
 from pipelines.ingest import save_snapshot
-from tests.shipped import composed
+from tests.support.shipped import composed
 
 
 def config(*overrides):

@@ -1,11 +1,11 @@
 import mlflow
+import pytest
 from haystack import Document, Pipeline, tracing
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.evaluation.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
 from pipelines.instrumentation import timing_components
-from tests.experiments.mlflow_runs import tracking
 
 
 def test_sampled_indices_spread_over_the_set():
@@ -22,8 +22,8 @@ def bm25_pipeline() -> Pipeline:
     return pipeline
 
 
-def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_traced(tmp_path):
-    _, client, experiment = tracking(tmp_path)
+def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_traced(tmp_path, mlflow_store):
+    _, client, experiment = mlflow_store
     pipeline = bm25_pipeline()
     questions = [("q0", "leave"), ("q1", "parking"), ("q2", "kitchen"), ("q3", "leave days")]
     timed, content = [], []
@@ -51,8 +51,8 @@ def test_sampled_questions_become_tagged_traces_of_the_run_and_the_rest_are_not_
     assert len(mlflow.search_traces(locations=[experiment], return_type="list")) == 2
 
 
+@pytest.mark.usefixtures("mlflow_store")
 def test_without_an_active_run_nothing_is_traced(tmp_path):
-    tracking(tmp_path)
     with timing_components() as timer, QuestionTraces(sample=5, total=2, timer=timer) as traces:
         assert traces.indices == set()
         with traces.question(0, "q0"):
@@ -73,9 +73,9 @@ def test_a_lean_trace_keeps_ids_scores_spans_and_the_start_of_the_text_and_full_
     assert shown["query"].endswith("... (+3000 chars)") and shown["query_embedding"] == "<384 numbers>"
 
 
-def test_a_traced_question_stays_under_50_kb_even_on_long_chinese_documents(tmp_path):
+def test_a_traced_question_stays_under_50_kb_even_on_long_chinese_documents(tmp_path, mlflow_store):
     """Two retrievers' 50 candidates of 2,000 Han characters each: kept whole, that is about 1.2 MB of spans."""
-    _, _, experiment = tracking(tmp_path)
+    _, _, experiment = mlflow_store
     store = InMemoryDocumentStore()
     store.write_documents([Document(content=f"年假规定第{i}条。" + "员工年假天数按工龄计算。" * 170, meta={"span": [0, 2000]})
                            for i in range(60)])

@@ -5,7 +5,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from experiments.evaluation.report import print_results
 from experiments.runs.runner import _stage_rows
 from pipelines.builder import build_pipeline
-from tests.experiments.test_config import config
+from tests.support.shipped import composed
 
 RANKS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 
@@ -19,7 +19,7 @@ def metrics_for(views: list[str]) -> dict[str, float]:
 
 
 def test_stages_print_in_pipeline_order_and_none_slots_say_so(tmp_path, capsys):
-    built = build_pipeline(config("pipeline=hybrid").pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
+    built = build_pipeline(composed("pipeline=hybrid").pipeline, {"store": InMemoryDocumentStore(), "index_dir": str(tmp_path)})
     rows = _stage_rows(built)
     assert rows[-2:] == [("fusion", False), ("reranker", True)] and ("bm25", False) in rows
     metrics = metrics_for(["retrieval", *(f"stage/{name}" for name, _ in rows)])

@@ -25,7 +25,7 @@ from experiments.runs.sweep import (
     short_labels,
 )
 from experiments.runs.sweep_parent_run import SweepParentRun
-from tests.experiments.mlflow_runs import logged_run, questions
+from tests.support.mlflow_runs import logged_run, questions
 
 LOCAL = [
     "dataset=local",

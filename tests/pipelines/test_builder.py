@@ -8,6 +8,7 @@ from components.pass_through import PassThrough
 from pipelines.builder import build_pipeline
 from pipelines.haystack_compat import output_sockets
 from pipelines.spec import PipelineConfigError
+from tests.support.pipeline_specs import REFUSALS, answer_stage
 
 BM25 = "haystack.components.retrievers.in_memory.InMemoryBM25Retriever"
 
@@ -160,25 +161,6 @@ def test_a_pass_through_context_output_is_returned_even_when_consumed(store):
     built = build_pipeline(spec(components=components, connections=connections), {"store": store})
     outputs = built.run(question="days")
     assert [d.id for d in built.documents_at(outputs, built.context_output)] == ["a", "c"]
-
-
-REFUSALS = {"en": "I cannot answer this from the provided documents."}
-
-
-def answer_stage(**overrides):
-    stage = {
-        "components": {
-            "context_window": {"_target_": "components.context_window.ContextWindow", "top_k": 1},
-            "extractor": {"_target_": "components.extractive_answerer.ExtractiveAnswerer", "refusals": REFUSALS, "min_score": 0.2},
-            "answer": {"_target_": "components.citation_verifier.CitationVerifier", "refusals": REFUSALS},
-        },
-        "connections": [["context_window.documents", "extractor.documents"], ["context_window.documents", "answer.documents"],
-                        ["extractor.replies", "answer.replies"]],
-        "inputs": {"context": ["context_window.documents"], "question": ["extractor.query", "answer.query"]},
-        "context_output": "context_window.documents",
-        "answer_output": "answer.answers",
-    }
-    return stage | overrides
 
 
 def test_answer_stage_hangs_off_the_context_and_names_the_answer(store):
@@ -368,7 +350,7 @@ def test_an_answer_that_breaks_the_contract_at_run_time_is_named(store):
 EXPANDER = {  # Haystack's QueryExpander on a scripted reply; the shipped expanders run SmolLM2 in tests/test_run.py
     "_target_": "haystack.components.query.QueryExpander",
     "chat_generator": {
-        "_target_": "tests.scripted_chat_generator.ScriptedChatGenerator",
+        "_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator",
         "reply": '{"queries": ["how many days of annual leave", "which travel needs approval"]}',
     },
     "n_expansions": 2,

@@ -9,7 +9,7 @@ from haystack import Document
 from components.rank_fusion_joiner import RankFusionJoiner
 from experiments.runs.indexed import load_indexed_pipeline
 from pipelines.fusion_fit import FIT_QUERIES, WEIGHTS, choose_weight, pseudo_queries
-from tests.shipped import composed
+from tests.support.shipped import composed
 
 LONG = "The nightly hotel limit for staff travelling to London is three hundred and ten pounds per person."
 

@@ -25,7 +25,8 @@ from pipelines.ingest import (
     remove_stale,
     save_snapshot,
 )
-from tests.paths import CONF, ROOT
+from tests.support.ingest_corpus import DOCS, chunk_records
+from tests.support.paths import CONF, ROOT
 
 
 def config(*overrides):
@@ -60,10 +61,6 @@ def test_fingerprint_ignores_speed_settings_and_location(tmp_path):
     assert fingerprint("models.embedder.batch_size=8") == base
 
 
-DOCS = [
-    Document(id="en/a.md", content="# Leave\n\nAnnual leave is fifteen days. " * 20, meta={"doc_id": "en/a.md", "tenant": "t1"}),
-    Document(id="zh/b.md", content="# 假期\n\n员工每年有十五天年假。" * 30, meta={"doc_id": "zh/b.md", "tenant": "t2"}),
-]
 
 
 @pytest.mark.parametrize("chunker", ["recursive", "markdown", "fixed"])
@@ -241,10 +238,6 @@ def fast_spec(gate=None):
     return ingest_spec(cfg.ingest, OmegaConf.create({"_target_": "tests.pipelines.test_ingest.LengthEmbedder"}))
 
 
-def chunk_records(store):
-    return sorted((d.to_dict() for d in store.filter_documents()), key=lambda r: r["id"])
-
-
 def clean_build(tmp_path, spec):
     store = InMemoryDocumentStore()
     build_index(DOCS, spec, store, tmp_path / "clean", "fp")
@@ -257,7 +250,7 @@ import json, sys
 from pathlib import Path
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from pipelines.ingest import build_index
-from tests.pipelines.test_ingest import DOCS, chunk_records
+from tests.support.ingest_corpus import DOCS, chunk_records
 
 spec, cache, report = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]), Path(sys.argv[3])
 (report.parent / f"ready-{report.name}").touch()

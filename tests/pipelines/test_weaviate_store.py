@@ -26,7 +26,7 @@ from pipelines.weaviate_store import (
     weaviate_document_store,
 )
 from serving.principals import Principal, visible_filter
-from tests.shipped import composed
+from tests.support.shipped import composed
 
 WEAVIATE_URL = os.environ.get("WEAVIATE_URL")
 needs_server = pytest.mark.skipif(

@@ -16,7 +16,7 @@ from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.ingest import save_snapshot
 from serving import promote
 from serving.bundle import IDENTITIES, INDEX, PromotionError, write_bundle
-from tests.experiments.mlflow_runs import logged_run, questions, tracking
+from tests.support.mlflow_runs import logged_run, questions
 
 FINGERPRINT = "0123456789abcdef0123"
 
@@ -51,8 +51,8 @@ def promotable(client: MlflowClient, experiment: str, name: str, f1: float, tmp_
     return run_id
 
 
-def test_the_bundle_holds_config_snapshot_project_files_and_served_identities(tmp_path):
-    _, client, experiment = tracking(tmp_path)
+def test_the_bundle_holds_config_snapshot_project_files_and_served_identities(tmp_path, mlflow_store):
+    _, client, experiment = mlflow_store
     run = client.get_run(promotable(client, experiment, "a", 0.6, tmp_path))
     identities = write_bundle(client, run, tmp_path / "bundle")
     index = tmp_path / "bundle" / INDEX / FINGERPRINT
@@ -64,16 +64,16 @@ def test_the_bundle_holds_config_snapshot_project_files_and_served_identities(tm
     assert (tmp_path / "bundle" / "files" / "data" / "router" / "examples.jsonl").is_file()
 
 
-def test_a_run_whose_snapshot_left_the_cache_is_refused_with_what_to_do(tmp_path):
-    _, client, experiment = tracking(tmp_path)
+def test_a_run_whose_snapshot_left_the_cache_is_refused_with_what_to_do(tmp_path, mlflow_store):
+    _, client, experiment = mlflow_store
     run = client.get_run(promotable(client, experiment, "a", 0.6, tmp_path))
     (tmp_path / "a" / "cache" / FINGERPRINT / "manifest.json").unlink()
     with pytest.raises(PromotionError, match="not in the index cache .* rerun the run's config"):
         write_bundle(client, run, tmp_path / "bundle")
 
 
-def test_the_gate_refuses_a_regression_and_force_records_the_override(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_the_gate_refuses_a_regression_and_force_records_the_override(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     good = promotable(client, experiment, "good", 0.6, tmp_path)
     worse = promotable(client, experiment, "worse", 0.3, tmp_path)
     args = ["--name", "rag", "--tracking-uri", uri]
@@ -96,8 +96,8 @@ def test_the_gate_refuses_a_regression_and_force_records_the_override(tmp_path, 
     assert client.get_model_version_by_alias("rag", "production").tags["ragtune.source_run"] == good
 
 
-def test_unpromotable_runs_fail_with_one_line(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_unpromotable_runs_fail_with_one_line(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     bare = logged_run(client, experiment, "bare", questions(3, f1=0.5, recall=0.9), tmp_path)
     assert promote.main([bare, "--name", "rag", "--tracking-uri", uri]) == 2
     assert f"promote: run {bare} has no artifact {PORTABLE_CONFIG}" in capsys.readouterr().err
@@ -114,8 +114,8 @@ def test_pip_requirements_pin_the_project_and_the_model_packages():
     assert all("==" in r for r in requirements)
 
 
-def test_a_candidate_that_would_widen_access_is_refused_unless_allowed_and_the_override_is_recorded(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_a_candidate_that_would_widen_access_is_refused_unless_allowed_and_the_override_is_recorded(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     args = ["--name", "rag", "--tracking-uri", uri]
     assert promote.main([promotable(client, experiment, "scoped", 0.6, tmp_path), *args]) == 0
     version = client.get_model_version_by_alias("rag", "production")
@@ -157,8 +157,8 @@ def test_each_document_may_only_be_seen_by_fewer(metas, reasons):
     assert IndexAccess.of(metas.items(), "m").widened_from(IndexAccess.of(SCOPED.items(), "m")) == reasons
 
 
-def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snapshot(tmp_path, capsys):
-    uri, client, experiment = tracking(tmp_path)
+def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snapshot(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
     args = ["--name", "rag", "--tracking-uri", uri]
     old = promotable(client, experiment, "old", 0.6, tmp_path, log_access=False)  # access read from its chunks
     assert promote.main([old, *args]) == 0

@@ -4,7 +4,7 @@ import pytest
 
 from experiments.runs.indexed import prepare_pipeline
 from serving.served_pipeline import ServedPipeline
-from tests.shipped import composed
+from tests.support.shipped import composed
 
 
 @pytest.mark.slow

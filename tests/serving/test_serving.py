@@ -13,7 +13,7 @@ import pytest
 
 from serving import promote
 from serving.loopback import free_port, wait_until_up
-from tests.test_run import client, job_dir, run, write_local_dataset
+from tests.support.run_py import client, job_dir, run, write_local_dataset
 
 pytestmark = pytest.mark.slow
 SERVE_PY = Path(__file__).resolve().parents[2] / "serve.py"

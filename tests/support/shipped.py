@@ -7,7 +7,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import register_resolvers
 from pipelines.instantiate import instantiate_component
-from tests.paths import CONF
+from tests.support.paths import CONF
 
 
 def composed(*overrides: str) -> DictConfig:
