@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.jobs import run_job  # noqa: E402
-from components.routes import CONVERSATIONAL  # noqa: E402
+from components.routers.routes import CONVERSATIONAL  # noqa: E402
 from experiments.comparison.paired_compare import compare_records  # noqa: E402
 
 SETS = {

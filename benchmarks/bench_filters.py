@@ -32,9 +32,9 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E4
 from haystack.utils.filters import document_matches_filter  # noqa: E402
 
 from benchmarks.bench_retrieval import percentiles, timed  # noqa: E402
-from components.bm25_retriever import BM25sRetriever  # noqa: E402
-from components.document_masks import ACCESS_FIELDS, DocumentMasks  # noqa: E402
-from components.embedding_retriever import MatrixEmbeddingRetriever  # noqa: E402
+from components.retrievers.bm25_retriever import BM25sRetriever  # noqa: E402
+from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks  # noqa: E402
+from components.retrievers.embedding_retriever import MatrixEmbeddingRetriever  # noqa: E402
 from serving.principals import Principal, visible_filter  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(5000)]

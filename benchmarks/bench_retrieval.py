@@ -251,7 +251,7 @@ def bench_bm25(
     chunks: list[Document], queries: list[str], n_queries: int, n_haystack: int, memory: MemoryLog
 ) -> tuple[dict, InMemoryDocumentStore]:
     """Writes the store (the shipped one: it also keeps Haystack's own BM25 statistics) and times both retrievers."""
-    from components.bm25_retriever import BM25sRetriever
+    from components.retrievers.bm25_retriever import BM25sRetriever
 
     store = InMemoryDocumentStore()
     start = time.perf_counter()

@@ -46,8 +46,8 @@ from haystack import Document  # noqa: E402
 from benchmarks import fusion_loso  # noqa: E402
 from benchmarks.crag_loso import applied  # noqa: E402
 from benchmarks.fusion_loso import LOSS_THRESHOLD, SetRun, best_single, relative  # noqa: E402
-from components.context_window import ContextWindow  # noqa: E402
-from components.extractive_compressor import ExtractiveCompressor  # noqa: E402
+from components.context.context_window import ContextWindow  # noqa: E402
+from components.context.extractive_compressor import ExtractiveCompressor  # noqa: E402
 from experiments.datasets import doc_sets  # noqa: E402
 from experiments.evaluation.relevance import judge  # noqa: E402
 from experiments.runs.config import compose  # noqa: E402

@@ -46,7 +46,7 @@ from haystack import Document  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from components.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
+from components.joiners.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
 from experiments.datasets.golden import GoldenItem  # noqa: E402
 from experiments.evaluation.metrics import rank_metrics  # noqa: E402
 from experiments.evaluation.relevance import judge  # noqa: E402

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.routes import ROUTES  # noqa: E402
-from components.text import detect_language  # noqa: E402
+from components.common.text import detect_language  # noqa: E402
+from components.routers.routes import ROUTES  # noqa: E402
 from experiments.datasets.golden import GoldenItem, parse_golden  # noqa: E402
 from experiments.runs.config import compose  # noqa: E402
 from pipelines.instantiate import instantiate_component  # noqa: E402

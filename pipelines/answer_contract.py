@@ -10,7 +10,7 @@ Optional keys, scored when present: `sentences` (per sentence `{"text", "citatio
 component that calls a model outside a Haystack chat generator, which evaluation cannot trace).
 
 A component declares the contract with a class attribute `answer_meta_keys` that lists at least the required keys;
-`components.citation_verifier.CitationVerifier` does, so any generator or answerer followed by it conforms.
+`components.answer.citation_verifier.CitationVerifier` does, so any generator or answerer followed by it conforms.
 """
 
 from __future__ import annotations

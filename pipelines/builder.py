@@ -14,7 +14,7 @@ from haystack import Pipeline
 from haystack.core.errors import PipelineConnectError
 from omegaconf import DictConfig
 
-from components import llama_log
+from components.common import llama_log
 from pipelines import haystack_compat
 from pipelines.built import BuiltPipeline
 from pipelines.instantiate import instantiate, locate

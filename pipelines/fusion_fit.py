@@ -27,8 +27,8 @@ from typing import Any
 
 from haystack import Document, Pipeline
 
-from components.rank_fusion_joiner import RankFusionJoiner
-from components.sentences import content_terms, split_sentences
+from components.common.sentences import content_terms, split_sentences
+from components.joiners.rank_fusion_joiner import RankFusionJoiner
 from pipelines.haystack_compat import input_sockets
 
 FIT_QUERIES = 64

@@ -96,8 +96,8 @@ def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dic
     chain = list(ingest.chain)
     components: dict[str, Any] = {name: _plain(ingest.splitters[name]) for name in chain}
     components |= {
-        "spans": {"_target_": "components.chunk_span_locator.ChunkSpanLocator"},
-        "prefix": {"_target_": "components.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
+        "spans": {"_target_": "components.preprocessors.chunk_span_locator.ChunkSpanLocator"},
+        "prefix": {"_target_": "components.preprocessors.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
     }
     if document_embedder is not None:
         components[DOCUMENT_EMBEDDER] = _plain(document_embedder)

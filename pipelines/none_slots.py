@@ -7,7 +7,7 @@ from typing import Any
 
 from haystack.utils.type_serialization import serialize_type
 
-from components.pass_through import PassThrough
+from components.common.pass_through import PassThrough
 from pipelines.haystack_compat import input_sockets, output_sockets
 from pipelines.spec import PipelineConfigError, Socket
 

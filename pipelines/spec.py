@@ -8,7 +8,7 @@ and the contract with evaluation and serving:
 - `retrieval_output` and `context_output` are the headline views (`retrieval/`, `context/`); `views` names more
   (`name: component.socket`), and every `list[Document]` output is also scored as `stage/<component>`;
 - `route` names a component (e.g. a ConditionalRouter) whose fired output is recorded per question;
-- `grader` names a component (components.crag_evaluator.CRAGEvaluator) whose `label` and `graded` outputs are
+- `grader` names a component (components.crag.crag_evaluator.CRAGEvaluator) whose `label` and `graded` outputs are
   recorded per question;
 - `answer_branches` names more answer sockets for branches that answer without the answer stage (an honest
   refusal); per question the answer stage's answer is read first, then these;
@@ -16,7 +16,7 @@ and the contract with evaluation and serving:
   instead, and the question goes to its own `question` input (evaluation reads its `queries`/`fallback` outputs);
 - `queries_from` (`{socket, question, paths}`, optionally `filters` and `query`) puts an expanding component
   first (e.g. Haystack's QueryExpander): the question goes to the socket named by `question`, and each retrieval
-  path named under `paths` runs once per query of the `socket` output (components.multi_query_retriever), a dense
+  path named under `paths` runs once per query of the `socket` output (components.retrievers.multi_query_retriever), a dense
   path together with the embedder in front of it; `query` feeds the paths' question from a socket instead of the
   pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
@@ -57,7 +57,7 @@ QUERIES_FROM_KEYS = ("socket", "question", "paths")
 # Optional: `filters`, the expander's filters input; `query`, the socket that feeds each path's `query` (default:
 # the pipeline's question; a router's branch, so that a path runs only on the routes that retrieve).
 QUERIES_FROM_OPTIONAL = ("filters", "query")
-MULTI_QUERY = "components.multi_query_retriever.MultiQueryRetriever"
+MULTI_QUERY = "components.retrievers.multi_query_retriever.MultiQueryRetriever"
 PER_QUERY_INPUTS = ("query_embedding", "filters")  # what a wrapped path may receive from other components
 ANSWER_KEYS = {"components", "connections", "inputs", "context_output", "answer_output", "description"}
 # The answer stage's input that receives the retrieval pipeline's context documents.

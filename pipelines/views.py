@@ -53,7 +53,7 @@ def check_answer_output(pipeline: Pipeline, socket: Socket, where: str) -> None:
         raise PipelineConfigError(
             f"{where}: {type(instance).__name__} does not declare the answer contract (meta {', '.join(REQUIRED_KEYS)}; "
             f"missing {missing} in its `{DECLARATION}`), so refusals and citations would read as absent. End the "
-            f"answer stage with components.citation_verifier.CitationVerifier, or declare `{DECLARATION}` on a "
+            f"answer stage with components.answer.citation_verifier.CitationVerifier, or declare `{DECLARATION}` on a "
             "component that fills them (pipelines/answer_contract.py)"
         )
 

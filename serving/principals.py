@@ -43,7 +43,7 @@ def visible_filter(principal: Principal | None) -> dict[str, Any]:
     public = {"operator": "AND", "conditions": [{"field": "meta.tenant", "operator": "==", "value": None}, no_acl]}
     if principal is None:
         return public
-    # `in` on a list field matches a shared element (components/document_masks.py), as on Weaviate. Without
+    # `in` on a list field matches a shared element (components/retrievers/document_masks.py), as on Weaviate. Without
     # groups it is left out: it would match nothing, and Weaviate refuses an empty ContainsAny.
     allowed: list[dict[str, Any]] = [no_acl]
     if principal.groups:

@@ -13,7 +13,7 @@ class DocumentRef(BaseModel):
 
 
 class Citation(BaseModel):
-    """A context chunk the answer cites (components/citation_verifier.py), with a snippet of its text."""
+    """A context chunk the answer cites (components/answer/citation_verifier.py), with a snippet of its text."""
 
     model_config = ConfigDict(extra="allow")
     marker: int | None = None

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from haystack.errors import FilterError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from components.document_masks import EQUALITY, LOGICAL, RANGE, check_condition
+from components.retrievers.document_masks import EQUALITY, LOGICAL, RANGE, check_condition
 from serving.settings import ServeSettings
 
 MAX_FILTER_DEPTH = 8

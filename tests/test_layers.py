@@ -87,3 +87,7 @@ def test_tests_share_helpers_only_through_tests_support():
     for path in (ROOT / "tests").rglob("*.py"):
         shared = {n for n in imported_names(path) if n.startswith("tests.") and not n.startswith("tests.support")}
         assert shared == set(), path.relative_to(ROOT)
+
+
+def test_components_are_grouped_as_haystack_groups_its_own():
+    assert [path.name for path in (ROOT / "components").glob("*.py")] == ["__init__.py"]

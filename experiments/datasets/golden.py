@@ -24,7 +24,7 @@ from typing import Any
 
 from haystack import Document
 
-from components.routes import CONVERSATIONAL, ROUTES
+from components.routers.routes import CONVERSATIONAL, ROUTES
 from pipelines.errors import UserError
 
 _WHITESPACE = re.compile(r"\s+")
@@ -105,7 +105,7 @@ class GoldenItem:
     # A Haystack metadata filter the retrievers apply for this question (e.g. a tenant or a product line).
     filters: dict | None = None
     answerable: bool | None = None
-    # The route an adaptive pipeline should take (components.routes.ROUTES); scored as router/accuracy.
+    # The route an adaptive pipeline should take (components.routers.routes.ROUTES); scored as router/accuracy.
     route: str | None = None
     evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
     extra: dict = field(default_factory=dict)

@@ -16,7 +16,7 @@ from typing import Any
 import jieba
 from haystack.dataclasses import GeneratedAnswer
 
-from components.sentences import strip_citations
+from components.common.sentences import strip_citations
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ARTICLES = {"a", "an", "the"}
@@ -136,7 +136,7 @@ def answer_scores(
 
 
 def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:
-    """What the self-check loop (components.self_check) did to this answer; nothing when the stage has none."""
+    """What the self-check loop (components.answer.self_check) did to this answer; nothing when the stage has none."""
     if "selfcheck_retries" not in meta:
         return {}
     retries = int(meta["selfcheck_retries"])

@@ -20,7 +20,7 @@ from haystack import Document
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from tqdm import tqdm
 
-from components.routes import CONVERSATIONAL
+from components.routers.routes import CONVERSATIONAL
 from experiments.comparison.significance import mean_ci
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation import metric_names

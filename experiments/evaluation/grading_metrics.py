@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.crag_evaluator import LABELS
-from components.routes import CONVERSATIONAL
+from components.crag.crag_evaluator import LABELS
+from components.routers.routes import CONVERSATIONAL
 
 
 def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The routing layer: whether a router sent each question where its golden `route` says, and what each route costs.
 
 `router/accuracy` and the confusion matrix are scored only for pipelines whose routes are ragtune's route names
-(components.routes.ROUTES: pipeline=adaptive); the cost and latency per route apply to any pipeline with a route
+(components.routers.routes.ROUTES: pipeline=adaptive); the cost and latency per route apply to any pipeline with a route
 component (crag's correct/ambiguous/incorrect too).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 
-from components.routes import CONVERSATIONAL, ROUTES
+from components.routers.routes import CONVERSATIONAL, ROUTES
 from experiments.evaluation.metrics import latency_percentiles
 
 matplotlib.use("Agg")

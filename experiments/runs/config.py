@@ -15,8 +15,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from components.rank_fusion_joiner import MODES
-from components.text import LANGUAGES
+from components.common.text import LANGUAGES
+from components.joiners.rank_fusion_joiner import MODES
 from pipelines.errors import UserError
 from pipelines.fusion_fit import KINDS as FIT_KINDS
 from pipelines.models import resolve_model

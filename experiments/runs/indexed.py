@@ -16,7 +16,7 @@ from haystack import Pipeline
 from haystack.document_stores.types import DocumentStore
 from omegaconf import DictConfig, OmegaConf
 
-from components.rank_fusion_joiner import RankFusionJoiner
+from components.joiners.rank_fusion_joiner import RankFusionJoiner
 from experiments.datasets import Dataset, load_dataset
 from experiments.runs.config import ConfigError
 from experiments.runs.identities import model_identities

@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 from omegaconf import DictConfig, OmegaConf
 
-from components.pass_through import PassThrough
+from components.common.pass_through import PassThrough
 from experiments.datasets import Dataset
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings

@@ -32,7 +32,7 @@ import yaml  # noqa: E402
 from haystack import Document  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from components.routes import CONVERSATIONAL
+from components.routers.routes import CONVERSATIONAL
 from experiments.datasets.golden import GoldenItem  # noqa: E402
 from experiments.evaluation.evaluate import pipeline_inputs  # noqa: E402
 from experiments.evaluation.relevance import judge  # noqa: E402

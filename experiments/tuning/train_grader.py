@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from components.sentences import split_sentences
+from components.common.sentences import split_sentences
 from experiments.datasets.halueval import ensure_wheel, read_qa, shuffled_indices
 from experiments.tuning.calibrate import auc
 from pipelines.models import resolve_model

@@ -10,9 +10,9 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import FilterPolicy, apply_filter_policy
 from haystack.errors import FilterError
 
-from components import bm25_retriever, document_masks
-from components.bm25_retriever import BM25sRetriever
-from components.text import Tokenizer
+from components.common.text import Tokenizer
+from components.retrievers import bm25_retriever, document_masks
+from components.retrievers.bm25_retriever import BM25sRetriever
 
 DOCS = [
     Document(id="a#0-10", content="Hybrid retrieval fuses sparse and dense results.", meta={"tenant": "t1"}),
@@ -229,7 +229,7 @@ class TestLifecycle:
         )
         data = retriever.to_dict()
         assert data == {
-            "type": "components.bm25_retriever.BM25sRetriever",
+            "type": "components.retrievers.bm25_retriever.BM25sRetriever",
             "init_parameters": {
                 "document_store": store.to_dict(),
                 "top_k": 3,
@@ -251,7 +251,7 @@ class TestLifecycle:
 
     def test_to_dict_with_defaults(self, store):
         assert BM25sRetriever(store).to_dict() == {
-            "type": "components.bm25_retriever.BM25sRetriever",
+            "type": "components.retrievers.bm25_retriever.BM25sRetriever",
             "init_parameters": {
                 "document_store": store.to_dict(),
                 "top_k": 10,

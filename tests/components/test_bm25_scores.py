@@ -2,8 +2,8 @@ import bm25s
 import numpy as np
 import pytest
 
-from components import bm25_scores
-from components.bm25_scores import BM25Scores
+from components.retrievers import bm25_scores
+from components.retrievers.bm25_scores import BM25Scores
 
 # "the" is in every document, "of" in half, "zebra" in one: with a share of 2, "the" and "of" get dense rows.
 CORPUS = [

@@ -4,7 +4,7 @@ import pytest
 from haystack import Document, component
 from haystack.components.rankers import LostInTheMiddleRanker
 
-from components.calibrated_ranker import CalibratedRanker, normalise
+from components.rankers.calibrated_ranker import CalibratedRanker, normalise
 
 
 @component
@@ -118,7 +118,7 @@ def test_serialisation_is_exact_and_round_trips_through_the_wrapped_rankers_type
                               candidates=8)
     data = ranker.to_dict()
     assert data == {
-        "type": "components.calibrated_ranker.CalibratedRanker",
+        "type": "components.rankers.calibrated_ranker.CalibratedRanker",
         "init_parameters": {
             "ranker": {
                 "type": "haystack.components.rankers.lost_in_the_middle.LostInTheMiddleRanker",

@@ -4,8 +4,8 @@ import pytest
 from haystack import Document, Pipeline
 from haystack.components.preprocessors import MarkdownHeaderSplitter, RecursiveDocumentSplitter
 
-from components.chunk_span_locator import ChunkSpanLocator
-from components.heading_prefixer import HeadingPrefixer
+from components.preprocessors.chunk_span_locator import ChunkSpanLocator
+from components.preprocessors.heading_prefixer import HeadingPrefixer
 
 # The separator list recommended for CJK + English with RecursiveDocumentSplitter. Haystack 3.4.1 re.escape()s
 # every separator, so they are literal strings (not regexes) and each stays at the end of the piece before it.
@@ -287,7 +287,7 @@ def test_large_repetitive_corpus_is_located_exactly():
 
 def test_serialization_round_trip():
     data = ChunkSpanLocator().to_dict()
-    assert data == {"type": "components.chunk_span_locator.ChunkSpanLocator", "init_parameters": {}}
+    assert data == {"type": "components.preprocessors.chunk_span_locator.ChunkSpanLocator", "init_parameters": {}}
     assert isinstance(ChunkSpanLocator.from_dict(data), ChunkSpanLocator)
 
 

@@ -2,7 +2,7 @@ import pytest
 from haystack import Document
 from haystack.dataclasses import ChatMessage
 
-from components.citation_verifier import CitationVerifier
+from components.answer.citation_verifier import CitationVerifier
 
 REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
 DOCS = [
@@ -67,7 +67,7 @@ def test_bad_params():
 
 def test_to_dict_with_defaults():
     assert CitationVerifier(REFUSALS).to_dict() == {
-        "type": "components.citation_verifier.CitationVerifier",
+        "type": "components.answer.citation_verifier.CitationVerifier",
         "init_parameters": {"refusals": REFUSALS, "refusal_patterns": [], "support_threshold": 0.5},
     }
 
@@ -75,7 +75,7 @@ def test_to_dict_with_defaults():
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     data = CitationVerifier(REFUSALS, ["no idea"], 0.7).to_dict()
     assert data == {
-        "type": "components.citation_verifier.CitationVerifier",
+        "type": "components.answer.citation_verifier.CitationVerifier",
         "init_parameters": {"refusals": REFUSALS, "refusal_patterns": ["no idea"], "support_threshold": 0.7},
     }
     clone = CitationVerifier.from_dict(data)

@@ -4,8 +4,8 @@ import pytest
 from jinja2 import Template
 from omegaconf import OmegaConf
 
-from components.constrained_choice import TokenTrie, choose, stop_tokens
-from components.span_answerer import word_spans
+from components.answer.constrained_choice import TokenTrie, choose, stop_tokens
+from components.answer.span_answerer import word_spans
 from pipelines.models import resolve_model
 from tests.support.paths import CONF
 

@@ -1,7 +1,7 @@
 import pytest
 from haystack import Document
 
-from components.context_window import ContextWindow
+from components.context.context_window import ContextWindow
 
 
 def docs(*sizes):
@@ -27,7 +27,7 @@ def test_rejects_bad_params(kwargs):
 
 def test_to_dict_with_defaults():
     assert ContextWindow().to_dict() == {
-        "type": "components.context_window.ContextWindow",
+        "type": "components.context.context_window.ContextWindow",
         "init_parameters": {"top_k": 3, "max_chars": None},
     }
 
@@ -35,7 +35,7 @@ def test_to_dict_with_defaults():
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     data = ContextWindow(top_k=4, max_chars=900).to_dict()
     assert data == {
-        "type": "components.context_window.ContextWindow",
+        "type": "components.context.context_window.ContextWindow",
         "init_parameters": {"top_k": 4, "max_chars": 900},
     }
     clone = ContextWindow.from_dict(data)

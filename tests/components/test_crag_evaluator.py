@@ -2,8 +2,8 @@ import pytest
 from haystack import Document, Pipeline
 from haystack.core.serialization import component_to_dict
 
-from components.crag_evaluator import CRAGEvaluator
-from components.e5_reranker import E5Reranker
+from components.crag.crag_evaluator import CRAGEvaluator
+from components.rankers.e5_reranker import E5Reranker
 
 
 def scored(*scores: float) -> list[Document]:
@@ -61,7 +61,7 @@ def test_serialisation_keeps_the_scorer():
     evaluator = CRAGEvaluator(upper=0.86, lower=0.8, scorer=E5Reranker(top_k=3), top_k=3)
     data = component_to_dict(evaluator, "crag")
     assert data == {
-        "type": "components.crag_evaluator.CRAGEvaluator",
+        "type": "components.crag.crag_evaluator.CRAGEvaluator",
         "init_parameters": {"upper": 0.86, "lower": 0.8, "top_k": 3, "correct_keeps": "relevant",
                             "scorer": component_to_dict(E5Reranker(top_k=3), "scorer")},
     }

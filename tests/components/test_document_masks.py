@@ -6,8 +6,8 @@ from haystack import Document
 from haystack.errors import FilterError
 from haystack.utils.filters import document_matches_filter
 
-from components import document_masks
-from components.document_masks import DocumentMasks, check_filters
+from components.retrievers import document_masks
+from components.retrievers.document_masks import DocumentMasks, check_filters
 
 FIELDS = {"meta.tenant": ["a", "b", "c", None], "meta.year": [2020, 2021, 2022, None], "id": ["d0", "d1", "d2"]}
 
@@ -123,7 +123,7 @@ def test_list_valued_equality_is_answered_per_document_not_an_unhashable_error()
 
 
 def test_value_indexes_of_request_fields_are_bounded_and_the_access_fields_stay():
-    from components.document_masks import MAX_CACHED_FIELDS
+    from components.retrievers.document_masks import MAX_CACHED_FIELDS
 
     masks = DocumentMasks([Document(content="x", meta={"tenant": "a", "f0": 1})], ("meta.tenant",))
     for i in range(MAX_CACHED_FIELDS * 3):

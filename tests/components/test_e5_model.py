@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from components.e5_model import load_e5
+from components.embedders.e5_model import load_e5
 from tests.support.paths import ROOT
 
 
@@ -15,7 +15,7 @@ def test_one_handle_per_weights_file():
 CHILD = """
 import ctypes, os
 import torch  # as `import haystack` does: torch's OpenMP runtime starts first, in the global scope
-from components.e5_model import load_e5
+from components.embedders.e5_model import load_e5
 gomp = [line.split()[-1] for line in open("/proc/self/maps") if "/libgomp" in line]
 torch_omp = ctypes.CDLL(gomp[0])
 before = torch_omp.omp_get_max_active_levels()

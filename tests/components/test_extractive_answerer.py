@@ -1,8 +1,8 @@
 import pytest
 from haystack import Document
 
-from components.citation_verifier import CitationVerifier
-from components.extractive_answerer import ExtractiveAnswerer
+from components.answer.citation_verifier import CitationVerifier
+from components.answer.extractive_answerer import ExtractiveAnswerer
 
 REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
 DOCS = [
@@ -44,7 +44,7 @@ def test_bad_params(kwargs):
 
 def test_to_dict_with_defaults():
     assert ExtractiveAnswerer(REFUSALS).to_dict() == {
-        "type": "components.extractive_answerer.ExtractiveAnswerer",
+        "type": "components.answer.extractive_answerer.ExtractiveAnswerer",
         "init_parameters": {"refusals": REFUSALS, "min_score": 0.5, "max_sentences": 1, "rank_penalty": 0.1},
     }
 
@@ -52,7 +52,7 @@ def test_to_dict_with_defaults():
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     data = ExtractiveAnswerer(REFUSALS, min_score=0.2, max_sentences=2, rank_penalty=0.3).to_dict()
     assert data == {
-        "type": "components.extractive_answerer.ExtractiveAnswerer",
+        "type": "components.answer.extractive_answerer.ExtractiveAnswerer",
         "init_parameters": {"refusals": REFUSALS, "min_score": 0.2, "max_sentences": 2, "rank_penalty": 0.3},
     }
     clone = ExtractiveAnswerer.from_dict(data)

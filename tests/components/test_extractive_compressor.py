@@ -1,7 +1,7 @@
 import pytest
 from haystack import Document
 
-from components.extractive_compressor import ExtractiveCompressor
+from components.context.extractive_compressor import ExtractiveCompressor
 from experiments.evaluation.relevance import locate
 
 SOURCE = ("Leave policy.\nFull-time employees accrue 20 days of paid annual leave per calendar year. "
@@ -59,7 +59,7 @@ def test_chinese_is_split_at_its_terminators_and_counted_by_character():
 
 def test_serialisation_is_exact_and_round_trips():
     data = ExtractiveCompressor(token_budget=80).to_dict()
-    assert data == {"type": "components.extractive_compressor.ExtractiveCompressor",
+    assert data == {"type": "components.context.extractive_compressor.ExtractiveCompressor",
                     "init_parameters": {"token_budget": 80, "sentences_per_strip": 2, "min_best_score": 0.2,
                                         "dedup_threshold": 0.8, "tokenizer_model": None, "keep_ratio": None}}
     assert ExtractiveCompressor.from_dict(data).to_dict() == data

@@ -1,6 +1,6 @@
 from haystack.core.serialization import component_from_dict, component_to_dict
 
-from components.fixed_reply import FixedReply
+from components.answer.fixed_reply import FixedReply
 from pipelines.answer_contract import check_answer, missing_declaration
 
 CLARIFY = {"en": "Which policy do you mean by “{question}”?", "zh": "您说的“{question}”指哪项制度？"}
@@ -20,6 +20,6 @@ def test_a_refusing_reply_and_serialisation():
     refusal = FixedReply({"en": "No."}, refused=True, reason="r").run(query="可以吗？")["answers"][0]
     assert refusal.data == "No." and refusal.meta["refused"] is True and refusal.meta["refusal_reason"] == "r"
     data = component_to_dict(FixedReply(CLARIFY, reason="clarify"), "reply")
-    assert data == {"type": "components.fixed_reply.FixedReply",
+    assert data == {"type": "components.answer.fixed_reply.FixedReply",
                     "init_parameters": {"replies": CLARIFY, "refused": False, "reason": "clarify"}}
     assert component_from_dict(FixedReply, data, "reply").replies == CLARIFY

@@ -1,7 +1,7 @@
 import pytest
 from haystack import Document
 
-from components.heading_prefixer import HeadingPrefixer
+from components.preprocessors.heading_prefixer import HeadingPrefixer
 
 
 def chunk(content: str, heading_path: list[str] | None) -> Document:
@@ -56,7 +56,7 @@ def test_separator_with_newline_rejected():
 def test_serialization_round_trip():
     data = HeadingPrefixer(enabled=False, separator=" / ").to_dict()
     assert data == {
-        "type": "components.heading_prefixer.HeadingPrefixer",
+        "type": "components.preprocessors.heading_prefixer.HeadingPrefixer",
         "init_parameters": {"enabled": False, "separator": " / "},
     }
     restored = HeadingPrefixer.from_dict(data)

@@ -2,7 +2,7 @@ import pytest
 from haystack.dataclasses import ChatMessage
 from omegaconf import OmegaConf
 
-from components.history_rewriter import HistoryRewriter
+from components.query.history_rewriter import HistoryRewriter
 from tests.support.paths import CONF
 
 
@@ -54,7 +54,7 @@ def test_serialisation_is_exact_and_round_trips():
     rewriter = HistoryRewriter(cues={"en": ["^and\\b"]}, max_own_terms=3, max_turns=2, max_terms=5)
     data = rewriter.to_dict()
     assert data == {
-        "type": "components.history_rewriter.HistoryRewriter",
+        "type": "components.query.history_rewriter.HistoryRewriter",
         "init_parameters": {"cues": {"en": ["^and\\b"]}, "max_own_terms": 3, "max_turns": 2, "max_terms": 5},
     }
     assert HistoryRewriter.from_dict(data).to_dict() == data

@@ -1,7 +1,7 @@
 import pytest
 from haystack.core.serialization import component_from_dict, component_to_dict
 
-from components.honest_refusal import HonestRefusal
+from components.answer.honest_refusal import HonestRefusal
 from pipelines.answer_contract import check_answer, missing_declaration
 
 REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
@@ -24,5 +24,5 @@ def test_a_language_without_a_sentence_falls_back_to_english_and_english_is_requ
 
 def test_serialisation():
     data = component_to_dict(HonestRefusal(REFUSALS, reason="r"), "refusal")
-    assert data == {"type": "components.honest_refusal.HonestRefusal", "init_parameters": {"refusals": REFUSALS, "reason": "r"}}
+    assert data == {"type": "components.answer.honest_refusal.HonestRefusal", "init_parameters": {"refusals": REFUSALS, "reason": "r"}}
     assert component_from_dict(HonestRefusal, data, "refusal").reason == "r"

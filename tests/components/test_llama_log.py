@@ -1,6 +1,6 @@
 import logging
 
-from components import llama_log
+from components.common import llama_log
 from pipelines.models import resolve_model
 
 

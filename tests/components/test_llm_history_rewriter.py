@@ -3,7 +3,7 @@
 import pytest
 from haystack.dataclasses import ChatMessage
 
-from components.llm_history_rewriter import LLMHistoryRewriter
+from components.query.llm_history_rewriter import LLMHistoryRewriter
 from experiments.evaluation.evaluate import EvalSettings, evaluate
 from pipelines.builder import build_pipeline
 from pipelines.spec import GOLDEN_INPUTS
@@ -51,7 +51,7 @@ def test_an_unusable_reply_falls_back_to_the_question_and_says_so(reply):
 
 def test_malformed_output_is_counted_as_a_query_fallback_by_evaluation():
     memory, chunks = store()
-    rewriter = {"_target_": "components.llm_history_rewriter.LLMHistoryRewriter", "templates": TEMPLATES,
+    rewriter = {"_target_": "components.query.llm_history_rewriter.LLMHistoryRewriter", "templates": TEMPLATES,
                 "chat_generator": {"_target_": "tests.support.scripted_chat_generator.ScriptedChatGenerator", "reply": "{oops"}}
     spec = {"name": "llm-rewrite",
             "components": {"rewriter": rewriter,
@@ -87,7 +87,7 @@ def test_serialisation_is_exact_and_round_trips():
     rewriter = LLMHistoryRewriter(ScriptedChatGenerator('{"question": "x"}'), TEMPLATES, turns=3, max_chars_factor=2.0)
     data = rewriter.to_dict()
     assert data == {
-        "type": "components.llm_history_rewriter.LLMHistoryRewriter",
+        "type": "components.query.llm_history_rewriter.LLMHistoryRewriter",
         "init_parameters": {
             "chat_generator": {"type": "tests.support.scripted_chat_generator.ScriptedChatGenerator",
                                "init_parameters": {"reply": '{"question": "x"}', "prompt_tokens": 11,

@@ -5,8 +5,8 @@ import math
 import pytest
 from haystack import Document
 
-from components.constrained_choice import option_probabilities
-from components.llm_relevance_scorer import LLMRelevanceScorer
+from components.answer.constrained_choice import option_probabilities
+from components.crag.llm_relevance_scorer import LLMRelevanceScorer
 from experiments.runs.config import compose
 from pipelines.instantiate import instantiate_component
 
@@ -41,6 +41,6 @@ def test_option_probabilities_sum_to_one_and_options_must_differ_in_their_first_
 
 def test_serialisation_is_exact(scorer):
     data = scorer.to_dict()
-    assert data["type"] == "components.llm_relevance_scorer.LLMRelevanceScorer"
+    assert data["type"] == "components.crag.llm_relevance_scorer.LLMRelevanceScorer"
     assert set(data["init_parameters"]) == {"model", "template", "top_k", "max_passage_chars", "n_ctx", "model_kwargs"}
     assert LLMRelevanceScorer.from_dict(data).to_dict() == data

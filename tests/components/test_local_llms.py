@@ -6,9 +6,9 @@ from haystack.components.builders import ChatPromptBuilder
 from haystack_integrations.components.generators.llama_cpp import LlamaCppChatGenerator
 from omegaconf import OmegaConf
 
-from components.citation_verifier import CitationVerifier
-from components.localized_prompt_builder import LocalizedChatPromptBuilder
-from components.span_answerer import SpanAnswerer, word_spans
+from components.answer.citation_verifier import CitationVerifier
+from components.answer.localized_prompt_builder import LocalizedChatPromptBuilder
+from components.answer.span_answerer import SpanAnswerer, word_spans
 from pipelines.models import resolve_model
 from tests.support.paths import CONF
 from tests.support.shipped import shipped

@@ -2,7 +2,7 @@ import pytest
 from haystack import Document
 from omegaconf import OmegaConf
 
-from components.localized_prompt_builder import LocalizedChatPromptBuilder
+from components.answer.localized_prompt_builder import LocalizedChatPromptBuilder
 from tests.support.paths import CONF
 
 PROMPT = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "grounded.yaml"))
@@ -43,7 +43,7 @@ def test_config_errors_are_named():
 
 def test_to_dict_with_defaults():
     assert builder().to_dict() == {
-        "type": "components.localized_prompt_builder.LocalizedChatPromptBuilder",
+        "type": "components.answer.localized_prompt_builder.LocalizedChatPromptBuilder",
         "init_parameters": {
             "templates": PROMPT["templates"],
             "refusals": PROMPT["refusals"],
@@ -60,7 +60,7 @@ def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     refusals = {"en": "No.", "zh": "不。"}
     data = LocalizedChatPromptBuilder(templates, refusals, default_language="zh").to_dict()
     assert data == {
-        "type": "components.localized_prompt_builder.LocalizedChatPromptBuilder",
+        "type": "components.answer.localized_prompt_builder.LocalizedChatPromptBuilder",
         "init_parameters": {"templates": templates, "refusals": refusals, "default_language": "zh"},
     }
     clone = LocalizedChatPromptBuilder.from_dict(data)

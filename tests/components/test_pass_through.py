@@ -6,7 +6,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.utils.type_serialization import serialize_type
 
-from components.pass_through import PassThrough
+from components.common.pass_through import PassThrough
 from pipelines.haystack_compat import input_sockets, output_sockets
 
 DOCUMENTS = serialize_type(list[Document])
@@ -73,7 +73,7 @@ def test_to_dict_from_dict_round_trip():
     skip = PassThrough(sockets={"documents": DOCUMENTS, "query": "str"})
     data = skip.to_dict()
     assert data == {
-        "type": "components.pass_through.PassThrough",
+        "type": "components.common.pass_through.PassThrough",
         "init_parameters": {"sockets": {"documents": DOCUMENTS, "query": "str"}},
     }
     clone = PassThrough.from_dict(data)

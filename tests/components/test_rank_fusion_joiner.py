@@ -4,7 +4,7 @@ from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.rank_fusion_joiner import RankFusionJoiner, path_confidence
+from components.joiners.rank_fusion_joiner import RankFusionJoiner, path_confidence
 from pipelines.haystack_compat import input_sockets
 
 
@@ -226,7 +226,7 @@ class TestSocketsAndSerialisation:
         )
         data = joiner.to_dict()
         assert data == {
-            "type": "components.rank_fusion_joiner.RankFusionJoiner",
+            "type": "components.joiners.rank_fusion_joiner.RankFusionJoiner",
             "init_parameters": {
                 "paths": ["bm25", "dense"],
                 "mode": "dbsf",
@@ -248,7 +248,7 @@ class TestSocketsAndSerialisation:
 
     def test_to_dict_with_defaults(self):
         assert RankFusionJoiner(paths=["bm25"]).to_dict() == {
-            "type": "components.rank_fusion_joiner.RankFusionJoiner",
+            "type": "components.joiners.rank_fusion_joiner.RankFusionJoiner",
             "init_parameters": {
                 "paths": ["bm25"],
                 "mode": "rrf",

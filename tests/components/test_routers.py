@@ -7,11 +7,11 @@ import pytest
 from haystack import Pipeline
 from haystack.core.serialization import component_from_dict, component_to_dict
 
-from components.cascade_router import CascadeRouter
-from components.knn_router import KnnRouter, read_examples
-from components.llm_router import LLMRouter
-from components.routes import ROUTES, RouteDecision, heaviest
-from components.rules_router import RulesRouter
+from components.routers.cascade_router import CascadeRouter
+from components.routers.knn_router import KnnRouter, read_examples
+from components.routers.llm_router import LLMRouter
+from components.routers.routes import ROUTES, RouteDecision, heaviest
+from components.routers.rules_router import RulesRouter
 from experiments.runs.config import compose
 from pipelines.instantiate import instantiate_component
 from tests.support.scripted_chat_generator import ScriptedChatGenerator

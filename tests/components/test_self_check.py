@@ -2,7 +2,7 @@ import pytest
 from haystack import Document
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
-from components.self_check import RETRY_META, SelfCheck
+from components.answer.self_check import RETRY_META, SelfCheck
 
 REFUSALS = {"en": "I cannot answer.", "zh": "无法回答。"}
 FEEDBACK = {"en": "Unsupported: {sentences} Else say: {refusal}", "zh": "不支持：{sentences} 否则：{refusal}"}
@@ -58,7 +58,7 @@ def test_a_refusal_is_kept_and_max_retries_0_keeps_an_unsupported_answer():
 def test_serialises_and_validates():
     check = SelfCheck(1, REFUSALS, FEEDBACK)
     data = check.to_dict()
-    assert data == {"type": "components.self_check.SelfCheck",
+    assert data == {"type": "components.answer.self_check.SelfCheck",
                     "init_parameters": {"max_retries": 1, "refusals": REFUSALS, "feedback": FEEDBACK}}
     assert SelfCheck.from_dict(data).to_dict() == data
     with pytest.raises(ValueError, match="max_retries must be >= 0"):

@@ -1,6 +1,12 @@
 import pytest
 
-from components.sentences import content_terms, parse_citations, split_sentences, strip_citations, support
+from components.common.sentences import (
+    content_terms,
+    parse_citations,
+    split_sentences,
+    strip_citations,
+    support,
+)
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.bm25_retriever import BM25sRetriever
-from components.sequential_decomposer import SequentialDecomposer
+from components.query.sequential_decomposer import SequentialDecomposer
+from components.retrievers.bm25_retriever import BM25sRetriever
 from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 # Control flow on scripted replies over a real BM25 index; SmolLM2 under the shipped schema runs in
@@ -90,7 +90,7 @@ def test_to_dict_and_round_trip(retriever):
     planner = SequentialDecomposer(ScriptedChatGenerator("{}"), retriever, TEMPLATES, max_hops=2)
     data = planner.to_dict()
     assert data == {
-        "type": "components.sequential_decomposer.SequentialDecomposer",
+        "type": "components.query.sequential_decomposer.SequentialDecomposer",
         "init_parameters": {"chat_generator": component_to_dict(ScriptedChatGenerator("{}"), "chat_generator"),
                             "retriever": retriever.to_dict(), "templates": TEMPLATES, "max_hops": 2},
     }

@@ -1,6 +1,6 @@
 """SpanAnswerer without a model: serialisation (the model itself is exercised in test_local_llms, marked slow)."""
 
-from components.span_answerer import SpanAnswerer
+from components.answer.span_answerer import SpanAnswerer
 
 REFUSALS = {"en": "I cannot answer this from the provided documents.", "zh": "根据提供的资料无法回答。"}
 TEMPLATE = "Text: {{ sentences | join(' ') }}\nQuestion: {{ query }}\nAnswer:"
@@ -8,7 +8,7 @@ TEMPLATE = "Text: {{ sentences | join(' ') }}\nQuestion: {{ query }}\nAnswer:"
 
 def test_to_dict_with_defaults():
     assert SpanAnswerer(model="/models/gemma.gguf", template=TEMPLATE, refusals=REFUSALS).to_dict() == {
-        "type": "components.span_answerer.SpanAnswerer",
+        "type": "components.answer.span_answerer.SpanAnswerer",
         "init_parameters": {
             "model": "/models/gemma.gguf",
             "template": TEMPLATE,
@@ -38,7 +38,7 @@ def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
         "model_kwargs": {"seed": 42, "n_threads": 2},
     }
     data = SpanAnswerer(**params).to_dict()
-    assert data == {"type": "components.span_answerer.SpanAnswerer", "init_parameters": params}
+    assert data == {"type": "components.answer.span_answerer.SpanAnswerer", "init_parameters": params}
     clone = SpanAnswerer.from_dict(data)
     assert {name: getattr(clone, name) for name in params} == params
     assert clone.to_dict() == data

@@ -3,8 +3,8 @@ import pickle
 import jieba
 import pytest
 
-from components import text
-from components.text import Tokenizer, detect_corpus_language, detect_language
+from components.common import text
+from components.common.text import Tokenizer, detect_corpus_language, detect_language
 
 
 class TestDetectLanguage:

@@ -5,9 +5,9 @@ import pytest
 from haystack import Document
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.weaviate_bm25_retriever import ScopedWeaviateBM25Retriever
-from components.weaviate_embedding_retriever import ScopedWeaviateEmbeddingRetriever, as_cosine
-from components.weaviate_search import weaviate_filters
+from components.retrievers.weaviate_bm25_retriever import ScopedWeaviateBM25Retriever
+from components.retrievers.weaviate_embedding_retriever import ScopedWeaviateEmbeddingRetriever, as_cosine
+from components.retrievers.weaviate_search import weaviate_filters
 
 TENANT = {"field": "meta.tenant", "operator": "==", "value": "acme"}
 OTHER = {"field": "meta.tenant", "operator": "==", "value": "globex"}
@@ -96,7 +96,7 @@ class RecordingCollection:
 def test_the_hybrid_retriever_passes_fusion_type_alpha_and_merged_filters():
     from weaviate.classes.query import HybridFusion
 
-    from components.weaviate_hybrid_retriever import FusionWeaviateHybridRetriever
+    from components.retrievers.weaviate_hybrid_retriever import FusionWeaviateHybridRetriever
 
     store = WeaviateDocumentStore(url="http://127.0.0.1:9")
     store._collection = collection = RecordingCollection()

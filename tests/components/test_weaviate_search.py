@@ -8,8 +8,8 @@ import pytest
 from haystack import Document
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 
-from components.document_masks import DocumentMasks
-from components.weaviate_search import weaviate_filters
+from components.retrievers.document_masks import DocumentMasks
+from components.retrievers.weaviate_search import weaviate_filters
 
 DOCUMENTS = [
     Document(id="a", content="x", meta={"tenant": "2024", "acl": ["hr"], "doc_id": "2024-05-01.md", "year": 2024}),

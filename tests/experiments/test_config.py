@@ -106,7 +106,7 @@ def test_expander_prompts_show_an_example_in_the_questions_language():
 
 def test_advanced_picks_its_measured_slots_and_the_command_line_wins():
     assert (config("pipeline=advanced").rewriter.component._target_, config("pipeline=advanced").compressor._target_) == (
-        "components.history_rewriter.HistoryRewriter", "none")  # no compression rule held on every set
+        "components.query.history_rewriter.HistoryRewriter", "none")  # no compression rule held on every set
     assert config("pipeline=advanced", "compressor=extractive").compressor.keep_ratio == 0.1
     assert config("pipeline=advanced").reranker.name == "none"  # over the e5 index it did not hold (README)
     ablated = config("pipeline=advanced", "rewriter=none", "reranker=none", "compressor=none")

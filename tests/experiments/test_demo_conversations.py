@@ -3,7 +3,7 @@
 The file is loaded the way `dataset.kind=demo` loads its golden set (the converted corpus, then `load_golden`),
 so every quote is located in the text the index is built from.
 
-The ellipsis checks use the project's own terms (`components.sentences.content_terms`: lowercased words
+The ellipsis checks use the project's own terms (`components.common.sentences.content_terms`: lowercased words
 without English stopwords, jieba words for Chinese), minus single Han characters (年, 的, 批: too ambiguous
 to stand for a topic). A follow-up like "And for part-timers?" necessarily carries the attribute that
 distinguishes its answer ("part"), so "the question shares no term with the quote" would be false of good
@@ -25,7 +25,7 @@ from itertools import pairwise
 
 import pytest
 
-from components.sentences import content_terms, split_sentences
+from components.common.sentences import content_terms, split_sentences
 from experiments.datasets.demo import DEMO_DIR
 from experiments.datasets.golden import GoldenItem, load_golden
 from experiments.datasets.local import load_corpus

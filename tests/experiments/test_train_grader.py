@@ -56,7 +56,7 @@ def test_a_trained_grader_loads_as_the_cross_encoder_scorer(tmp_path):
         SentenceTransformersSimilarityRanker,
     )
 
-    from components.crag_evaluator import CRAGEvaluator
+    from components.crag.crag_evaluator import CRAGEvaluator
     from experiments.tuning.train_grader import held_out_auc, train
 
     pairs = training_pairs(ROWS, [0, 1, 2, 3], negatives=1, stripped=False, seed=0)

@@ -4,7 +4,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from components.pass_through import PassThrough
+from components.common.pass_through import PassThrough
 from pipelines.builder import build_pipeline
 from pipelines.haystack_compat import output_sockets
 from pipelines.spec import PipelineConfigError
@@ -266,9 +266,9 @@ def graded_spec(upper: float, lower: float) -> dict:
     }
     return spec(
         components=spec()["components"] | {
-            "crag": {"_target_": "components.crag_evaluator.CRAGEvaluator", "upper": upper, "lower": lower},
+            "crag": {"_target_": "components.crag.crag_evaluator.CRAGEvaluator", "upper": upper, "lower": lower},
             "router": router,
-            "refusal": {"_target_": "components.honest_refusal.HonestRefusal", "refusals": REFUSALS},
+            "refusal": {"_target_": "components.answer.honest_refusal.HonestRefusal", "refusals": REFUSALS},
         },
         connections={"retrieve": [["bm25.documents", "reranker.documents"]],
                      "grade": [["reranker.documents", "crag.documents"], ["crag.label", "router.label"],
@@ -363,10 +363,10 @@ def expanding_spec(paths: list[str], **overrides):
         components={
             "expander": EXPANDER,
             "bm25": {"_target_": BM25, "document_store": "@store", "top_k": 2},
-            "embedder": {"_target_": "components.e5_text_embedder.E5TextEmbedder"},
+            "embedder": {"_target_": "components.embedders.e5_text_embedder.E5TextEmbedder"},
             "dense": {"_target_": "haystack.components.retrievers.in_memory.InMemoryEmbeddingRetriever",
                       "document_store": "@store", "top_k": 2},
-            "fusion": {"_target_": "components.rank_fusion_joiner.RankFusionJoiner", "paths": ["bm25", "dense"]},
+            "fusion": {"_target_": "components.joiners.rank_fusion_joiner.RankFusionJoiner", "paths": ["bm25", "dense"]},
         },
         connections=[["embedder.embedding", "dense.query_embedding"], ["bm25.documents", "fusion.bm25"],
                      ["dense.documents", "fusion.dense"]],
@@ -379,7 +379,7 @@ def expanding_spec(paths: list[str], **overrides):
 
 @pytest.fixture
 def embedded_store(store):
-    from components.e5_document_embedder import E5DocumentEmbedder
+    from components.embedders.e5_document_embedder import E5DocumentEmbedder
 
     embedded = InMemoryDocumentStore()
     embedded.write_documents(E5DocumentEmbedder().run(documents=store.filter_documents())["documents"])

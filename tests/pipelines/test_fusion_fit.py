@@ -6,7 +6,7 @@ import json
 import pytest
 from haystack import Document
 
-from components.rank_fusion_joiner import RankFusionJoiner
+from components.joiners.rank_fusion_joiner import RankFusionJoiner
 from experiments.runs.indexed import load_indexed_pipeline
 from pipelines.fusion_fit import FIT_QUERIES, WEIGHTS, choose_weight, pseudo_queries
 from tests.support.shipped import composed

@@ -9,7 +9,7 @@ import pytest
 from haystack import Document
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 
-from components.weaviate_search import weaviate_filters
+from components.retrievers.weaviate_search import weaviate_filters
 from experiments.runs.config import validate
 from experiments.runs.indexed import load_indexed_pipeline, prepare_pipeline
 from pipelines.errors import UserError

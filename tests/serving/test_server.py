@@ -12,7 +12,7 @@ from haystack import Document
 from haystack.core.errors import PipelineRuntimeError
 from haystack.errors import FilterError
 
-from components.document_masks import DocumentMasks
+from components.retrievers.document_masks import DocumentMasks
 from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
 from pipelines.errors import UserError

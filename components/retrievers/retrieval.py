@@ -1,0 +1,81 @@
+"""Pieces both retrievers share: argument checks, the filter policy and top-k selection over a score array."""
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from haystack.document_stores.types import FilterPolicy
+
+from components.retrievers.document_masks import check_filters
+
+
+def check_document_store(document_store: Any) -> None:
+    """Fail at construction, not at warm-up, when `document_store` is not a DocumentStore."""
+    if not callable(getattr(document_store, "filter_documents", None)):
+        raise TypeError(
+            "document_store must be a Haystack DocumentStore (it needs filter_documents()), "
+            f"got {type(document_store).__name__}"
+        )
+
+
+def check_top_k(top_k: int, allow_zero: bool) -> None:
+    """Reject top_k values a retriever cannot honour."""
+    if top_k < 0 or (top_k == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"top_k must be {bound}, got {top_k}")
+
+
+def filter_policy_of(policy: str | FilterPolicy, filters: dict[str, Any] | None) -> FilterPolicy:
+    """Check the init-time filters and their policy when the retriever is built, not at its first query."""
+    if filters is not None:
+        check_filters(filters)
+    return policy if isinstance(policy, FilterPolicy) else FilterPolicy.from_str(policy)
+
+
+def effective_filters(
+    policy: FilterPolicy, init_filters: dict[str, Any] | None, runtime_filters: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """MERGE always ANDs the two, so a request can only narrow the init-time filters.
+
+    Haystack's `apply_filter_policy` keeps only the runtime filter when both compare the same field, or when their
+    logical operators differ, so there `meta.tenant == b` at run time replaces an init-time `meta.tenant == a`.
+    """
+    if policy == FilterPolicy.MERGE and init_filters and runtime_filters:
+        return {"operator": "AND", "conditions": [init_filters, runtime_filters]}
+    return runtime_filters or init_filters
+
+
+def top_indices(scores: np.ndarray, top_k: int, floor: float) -> np.ndarray:
+    """Return the indices of the top_k scores above `floor`, best first.
+
+    Partitioning the scores above the floor finds the k-th best without sorting the corpus (and without
+    the slow path numpy's partition takes on masses of equal zeros); every score tied with it is kept until
+    the final sort, so ties always go to the lower index (documents are sorted by id).
+    """
+    above = scores > floor
+    values = scores[above]
+    if len(values) > top_k:
+        above &= scores >= np.partition(values, len(values) - top_k)[len(values) - top_k]
+    candidates = np.flatnonzero(above)
+    return candidates[np.lexsort((candidates, -scores[candidates]))][:top_k]
+
+
+def scoped_search(
+    policy: FilterPolicy,
+    init_filters: dict[str, Any] | None,
+    default_top_k: int,
+    filters: dict[str, Any] | None,
+    top_k: int | None,
+    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:
+    """A query's `filters` and `top_k` under every retriever's contract (merge only narrows), as search arguments;
+    None when top_k is 0, so that nothing is asked for. `rewrite` puts the filters in the form a store's own
+    translation reads as we do (`components/retrievers/weaviate_search.py`)."""
+    top_k = default_top_k if top_k is None else top_k
+    check_top_k(top_k, allow_zero=True)
+    if top_k == 0:
+        return None
+    effective = effective_filters(policy, init_filters or None, filters)
+    if rewrite is not None and effective is not None:
+        effective = rewrite(effective)
+    return {"filters": effective, "top_k": top_k}

@@ -1,0 +1,25 @@
+import pytest
+
+from pipelines.instantiate import component_groups, current_target, locate
+from pipelines.spec import PipelineConfigError
+
+
+def test_a_target_from_before_the_grouping_finds_its_class_in_its_group():
+    """Bundles promoted before components/ had groups name `components.<module>.<Class>` (tests/fixtures has one)."""
+    old = "components.bm25_retriever.BM25sRetriever"
+    assert current_target(old) == "components.retrievers.bm25_retriever.BM25sRetriever"
+    assert locate(old, "x") is locate(current_target(old), "x")
+    for target in ("components.retrievers.bm25_retriever.BM25sRetriever", "haystack.components.joiners.DocumentJoiner",
+                   "components.nothing_here.Cls"):
+        assert current_target(target) == target
+
+
+def test_every_component_module_is_in_exactly_one_group():
+    groups = component_groups()
+    assert groups["rank_fusion_joiner"] == "joiners" and groups["crag_evaluator"] == "crag"
+    assert len(groups) == 44
+
+
+def test_an_unknown_target_still_names_its_key():
+    with pytest.raises(PipelineConfigError, match="pipeline.components.x._target_: cannot import module"):
+        locate("components.nothing_here.Cls", "pipeline.components.x")
