@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -19,6 +18,7 @@ from rich.table import Table  # noqa: E402
 from experiments.comparison.significance import PairedComparison, paired  # noqa: E402
 from experiments.evaluation import metric_names  # noqa: E402
 from experiments.evaluation.metric_names import lower_is_better  # noqa: E402
+from experiments.evaluation.question_record import QuestionRecord  # noqa: E402
 from experiments.evaluation.report import console  # noqa: E402
 
 PER_QUESTION = "per_question.jsonl"
@@ -41,30 +41,31 @@ DEFAULT_METRICS = (
 )
 
 
-def load_per_question(client: MlflowClient, run_id: str) -> dict[str, dict[str, Any]]:
+def load_per_question(client: MlflowClient, run_id: str) -> dict[str, QuestionRecord]:
     """The run's per-question records by question id (the `per_question.jsonl` artifact every job logs)."""
     try:
         path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=PER_QUESTION)
     except Exception as e:
         raise LookupError(f"run {run_id} has no {PER_QUESTION} artifact ({e}); was it logged by run.py?") from e
-    records = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {str(r["id"]): r for r in records}
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    records = [QuestionRecord.from_json(json.loads(line)) for line in lines if line.strip()]
+    return {r.id: r for r in records}
 
 
-def per_question_metrics(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Numeric per-question scores, in first-seen order."""
+def per_question_metrics(records: Iterable[QuestionRecord]) -> list[str]:
+    """Numeric per-question scores, in first-seen order (latency first, as each record lists it)."""
     names: dict[str, None] = {}
     for record in records:
-        for key, value in record.items():
-            numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            if numeric and (key.startswith(LAYERS) or key == "latency_ms") and "/cat/" not in key:
+        names.setdefault("latency_ms", None)
+        for key in record.scores:
+            if record.score(key) is not None and key.startswith(LAYERS) and "/cat/" not in key:
                 names.setdefault(key, None)
     return list(names)
 
 
 def compare_records(
-    baseline: Mapping[str, Mapping[str, Any]],
-    candidate: Mapping[str, Mapping[str, Any]],
+    baseline: Mapping[str, QuestionRecord],
+    candidate: Mapping[str, QuestionRecord],
     metrics: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> list[PairedComparison]:
@@ -75,11 +76,8 @@ def compare_records(
     names = metrics or per_question_metrics(baseline[q] for q in shared)
     results = []
     for name in names:
-        pairs = [
-            (baseline[q][name], candidate[q][name])
-            for q in shared
-            if baseline[q].get(name) is not None and candidate[q].get(name) is not None
-        ]
+        values = [(baseline[q].score(name), candidate[q].score(name)) for q in shared]
+        pairs = [(a, b) for a, b in values if a is not None and b is not None]
         if pairs:
             results.append(paired(name, [a for a, _ in pairs], [b for _, b in pairs], confidence))
     return results

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.relevance import Judged
 
 OK = "ok"
@@ -82,20 +83,20 @@ def _answer_passes(answer: dict[str, float], pass_f1: float) -> bool:
     )
 
 
-def diagnosis_row(record: dict[str, Any]) -> dict[str, Any]:
-    """The columns of diagnosis.csv, from one per-question record of experiments/evaluation/evaluate.py."""
+def diagnosis_row(record: QuestionRecord) -> dict[str, Any]:
+    """The columns of diagnosis.csv, from one question's record."""
     return {
-        "id": record["id"],
-        "category": record["category"],
-        "answerable": bool(record["answerable"]),
-        "layer": record["layer"],
-        "question": record["question"],
-        "reference": record.get("reference"),
-        "answer": record.get("answer"),
-        "f1": record.get("answer/f1"),
-        "refused": record.get("answer/refused"),
-        "unsupported_rate": record.get("answer/unsupported_sentence_rate"),
-        "context_recall": record.get("context/recall"),
+        "id": record.id,
+        "category": record.category,
+        "answerable": bool(record.answerable),
+        "layer": record.layer,
+        "question": record.question,
+        "reference": record.reference,
+        "answer": record.answer.get("answer"),
+        "f1": record.scores.get("answer/f1"),
+        "refused": record.scores.get("answer/refused"),
+        "unsupported_rate": record.scores.get("answer/unsupported_sentence_rate"),
+        "context_recall": record.scores.get("context/recall"),
     }
 
 

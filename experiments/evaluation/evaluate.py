@@ -39,6 +39,7 @@ from experiments.evaluation.judge import Judge
 from experiments.evaluation.metrics import aggregate, by_category, latency_percentiles, rank_metrics
 from experiments.evaluation.mlflow_traces import QuestionTraces
 from experiments.evaluation.query_metrics import query_scores, query_summary
+from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.relevance import Corpus, Judged, locate
 from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
@@ -79,7 +80,7 @@ class EvalSettings:
 @dataclass(frozen=True)
 class Evaluation:
     metrics: dict[str, float]
-    per_question: list[dict[str, Any]]
+    per_question: list[QuestionRecord]
     seconds: float
 
     @property
@@ -165,7 +166,7 @@ def evaluate(
     metrics |= layer_counts([record["layer"] for record in records])
     metrics |= _intervals(records, settings.confidence)
     metrics["eval/traced_questions"] = len(traces.trace_ids)
-    return Evaluation(metrics, records, time.perf_counter() - start)
+    return Evaluation(metrics, [QuestionRecord.from_json(r) for r in records], time.perf_counter() - start)
 
 
 def pipeline_inputs(query: BuiltPipeline, item: GoldenItem) -> dict[str, Any]:

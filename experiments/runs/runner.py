@@ -259,9 +259,9 @@ def _write_outputs(
     per_question = job_dir / "per_question.jsonl"
     with per_question.open("w", encoding="utf-8") as f:
         for record in result.per_question:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
     mlflow.log_artifact(str(per_question))
-    mlflow.log_table(_flat_table(result.per_question), "per_question_table.json")
+    mlflow.log_table(_flat_table([record.to_json() for record in result.per_question]), "per_question_table.json")
     (job_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     run_info = {
         "run_id": run_id,
@@ -312,7 +312,7 @@ def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: 
     summary.write_text(diagnosis_markdown(result.diagnosis, pipeline, pass_f1), encoding="utf-8")
     mlflow.log_artifact(str(table))
     mlflow.log_artifact(str(summary))
-    for path in write_confusion(result.per_question, job_dir, pipeline):
+    for path in write_confusion([record.to_json() for record in result.per_question], job_dir, pipeline):
         mlflow.log_artifact(str(path))
 
 

@@ -62,7 +62,7 @@ def test_malformed_output_is_counted_as_a_query_fallback_by_evaluation():
     built = build_pipeline(spec, {"store": memory}, input_names=GOLDEN_INPUTS)
     result = evaluate(built, [follow_up()], EvalSettings(ks=[1]), chunks, progress=False)
     assert result.metrics["query/fallbacks"] == 1.0 and result.metrics["cost/llm_calls_per_question"] == 1.0
-    assert result.per_question[0]["rewritten_question"] == "And what is the limit in London?"
+    assert result.per_question[0].routing["rewritten_question"] == "And what is the limit in London?"
 
 
 def test_a_failing_generator_falls_back_instead_of_stopping_the_run():

@@ -5,7 +5,7 @@ from mlflow.tracking import MlflowClient
 
 from experiments.comparison import compare
 from experiments.runs.sweep import job_tags
-from tests.support.mlflow_runs import logged_run, questions
+from tests.support.mlflow_runs import line, logged_run, questions
 
 CORPUS = "dataset.corpus_dir=/home/alice/projects/acme/kb/exports/2024-06/docs"
 
@@ -62,8 +62,8 @@ def known_pairs(won: int, lost: int) -> tuple[list[dict], list[dict]]:
     Both runs have the same retrieval/recall_at_10 everywhere.
     """
     outcomes = [(0.0, 1.0)] * won + [(1.0, 0.0)] * lost
-    baseline = [{"id": f"q{i}", "answer/f1": b, "retrieval/recall_at_10": 0.5} for i, (b, _) in enumerate(outcomes)]
-    candidate = [{"id": f"q{i}", "answer/f1": c, "retrieval/recall_at_10": 0.5} for i, (_, c) in enumerate(outcomes)]
+    baseline = [line(f"q{i}", answer__f1=b, retrieval__recall_at_10=0.5) for i, (b, _) in enumerate(outcomes)]
+    candidate = [line(f"q{i}", answer__f1=c, retrieval__recall_at_10=0.5) for i, (_, c) in enumerate(outcomes)]
     return baseline, candidate
 
 

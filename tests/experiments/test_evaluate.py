@@ -55,9 +55,9 @@ def test_all_layers_cost_diagnosis_and_judge_failures_are_summarised():
     assert m["answer/refusal_accuracy"] == 1.0 and m["answer/false_refusal_rate"] == 0.0
     assert m["answer/citation_accuracy"] == 1.0 and m["answer/unsupported_sentence_rate"] == 0.0
     # the extractive answer is the whole 13-token sentence: F1 with "20 days" = 2 * (2/13 * 1) / (2/13 + 1)
-    assert result.per_question[0]["answer/f1"] == pytest.approx(2 * (2 / 13) / (2 / 13 + 1))
+    assert result.per_question[0].scores["answer/f1"] == pytest.approx(2 * (2 / 13) / (2 / 13 + 1))
     assert m["answer/judge_failures"] == 1.0 and m["answer/faithfulness"] == 0.5  # the failure is not averaged
-    assert result.per_question[0]["judge_errors"] == {"answer/faithfulness": "TimeoutError: judge timed out"}
+    assert result.per_question[0].extras["judge_errors"] == {"answer/faithfulness": "TimeoutError: judge timed out"}
     assert m["cost/llm_calls_per_question"] == 0.0
     assert [row["layer"] for row in result.diagnosis] == ["generation", "generation", "ok"]
     assert m["diagnosis/generation"] == 2 and m["diagnosis/ok"] == 1
@@ -133,7 +133,7 @@ def test_chat_generator_calls_inside_a_component_are_counted_with_their_tokens()
     m = result.metrics
     assert m["cost/llm_calls_per_question"] == 1.0
     assert m["cost/prompt_tokens_per_question"] == 11 and m["cost/completion_tokens_per_question"] == 5
-    assert result.per_question[0]["retrieval/recall_at_1"] == 1.0
+    assert result.per_question[0].scores["retrieval/recall_at_1"] == 1.0
     # the wrapper is gone after evaluation: the generator is its own class's again
     generator = built.pipeline.get_component("expander").chat_generator
     assert "run" not in vars(generator)

@@ -32,4 +32,4 @@ def test_expansions_count_as_rewrites_and_none_as_a_fallback(reply, rewrites, fa
     assert result.metrics["query/rewrites_per_question"] == rewrites
     assert result.metrics["query/fallbacks"] == fallbacks
     assert result.metrics["cost/llm_calls_per_question"] == 1.0  # counted inside QueryExpander
-    assert result.per_question[0]["rewritten_queries"][-1] == "And what is the limit in London?"
+    assert result.per_question[0].routing["rewritten_queries"][-1] == "And what is the limit in London?"

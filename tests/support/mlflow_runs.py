@@ -33,11 +33,18 @@ def logged_run(client: MlflowClient, experiment: str, name: str, per_question: l
     return run_id
 
 
+def line(qid: str, answerable: bool = True, latency_ms: float = 10.0, **scores: float) -> dict:
+    """One per_question.jsonl line as run.py writes it; `scores` by their logged names, with `__` for `/`."""
+    return {"id": qid, "question": f"question {qid}?", "category": "fact" if answerable else "unanswerable",
+            "answerable": answerable, "latency_ms": latency_ms,
+            **{name.replace("__", "/"): value for name, value in scores.items()}, "layer": "ok"}
+
+
 def questions(n: int, f1: float, recall: float, refused_unanswerable: float = 1.0) -> list[dict]:
+    """Per-question lines as run.py writes them: n answerable questions, then one unanswerable."""
     rows = [
-        {"id": f"q{i}", "answer/f1": f1 if i % 2 else f1 + 0.02, "retrieval/recall_at_10": recall,
-         "context/recall_at_10": recall, "answer/false_refusal_rate": 0.0, "latency_ms": 10.0 + i}
+        line(f"q{i}", latency_ms=10.0 + i, answer__f1=f1 if i % 2 else f1 + 0.02, retrieval__recall_at_10=recall,
+             context__recall_at_10=recall, answer__false_refusal_rate=0.0)
         for i in range(n)
     ]
-    rows.append({"id": "u1", "answer/refusal_accuracy": refused_unanswerable})
-    return rows
+    return [*rows, line("u1", answerable=False, latency_ms=10.0 + n, answer__refusal_accuracy=refused_unanswerable)]
