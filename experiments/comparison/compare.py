@@ -18,21 +18,19 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from mlflow.entities import Run  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from experiments.comparison.paired_compare import DEFAULT_METRICS, compare_runs  # noqa: E402
-from experiments.evaluation.metric_names import lower_is_better  # noqa: E402
-from experiments.evaluation.report import console  # noqa: E402
-from experiments.runs.sweep import BASELINE_TAG, child_runs, pick_baseline, run_labels  # noqa: E402
-from experiments.runs.tracking import TRACKING_HELP, connect  # noqa: E402
-from pipelines.errors import UserError  # noqa: E402
+from experiments.comparison.paired_compare import DEFAULT_METRICS, compare_runs
+from experiments.evaluation.metric_names import lower_is_better
+from experiments.evaluation.report import console
+from experiments.runs.sweep import BASELINE_TAG, child_runs, pick_baseline, run_labels
+from experiments.runs.tracking import TRACKING_HELP, connect
+from pipelines.errors import UserError
 
 QUALITY = [
     "retrieval/hit_at_5",
@@ -84,7 +82,8 @@ def plot_frame(frame: pd.DataFrame, path: Path) -> Path:
     bar_group = 0.5 + 0.28 * len(frame)  # inches per metric group
     widths = ([max(4.0, bar_group * len(quality))] if quality else []) + [max(1.8, bar_group)] * len(cost)
     width = sum(widths) + 1.0
-    fig, axes = plt.subplots(1, len(widths), figsize=(width, 4.2), width_ratios=widths, squeeze=False, layout="constrained")
+    fig = Figure(figsize=(width, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(widths), width_ratios=widths, squeeze=False)
     panels = list(axes[0])
     if quality:
         _bars(frame[quality], panels.pop(0), "quality (higher is better)", ylim=(0, 1.05))
@@ -96,7 +95,6 @@ def plot_frame(frame: pd.DataFrame, path: Path) -> Path:
     fig.legend(handles, labels, loc="outside lower center", ncol=_legend_columns(labels, width), fontsize=8, frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -106,7 +104,7 @@ def _legend_columns(labels: Sequence[str], width: float) -> int:
     return max(1, min(len(labels), int(width // entry)))
 
 
-def _bars(frame: pd.DataFrame, ax: plt.Axes, title: str, ylim: tuple[float, float] | None = None) -> None:
+def _bars(frame: pd.DataFrame, ax: Axes, title: str, ylim: tuple[float, float] | None = None) -> None:
     frame.T.plot.bar(ax=ax, rot=0, ylim=ylim, legend=False, width=0.8)
     ax.set_xticks(ax.get_xticks(), [m.replace("/", "\n") for m in frame.columns], fontsize=8)
     ax.set_title(title, fontsize=9)

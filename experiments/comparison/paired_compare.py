@@ -6,20 +6,17 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import mlflow
+import pandas as pd
+from matplotlib.figure import Figure
+from mlflow.tracking import MlflowClient
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import mlflow  # noqa: E402
-import pandas as pd  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from experiments.comparison.significance import PairedComparison, paired  # noqa: E402
-from experiments.evaluation import metric_names  # noqa: E402
-from experiments.evaluation.metric_names import lower_is_better  # noqa: E402
-from experiments.evaluation.question_record import QuestionRecord  # noqa: E402
-from experiments.evaluation.report import console  # noqa: E402
+from experiments.comparison.significance import PairedComparison, paired
+from experiments.evaluation import metric_names
+from experiments.evaluation.metric_names import lower_is_better
+from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.report import console
 
 PER_QUESTION = "per_question.jsonl"
 LAYERS = ("retrieval/", "stage/", "context/", "answer/", "selfcheck/", "cost/")
@@ -122,7 +119,8 @@ def plot_comparisons(comparisons: Sequence[PairedComparison], path: Path, title:
     cost = [c for c in comparisons if c not in quality]
     panels = [(quality, "quality (difference, candidate - baseline)"), (cost, "cost (difference)")]
     panels = [(items, label) for items, label in panels if items]
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 0.35 * max(len(quality), len(cost), 4) + 1.5))
+    fig = Figure(figsize=(6.5 * len(panels), 0.35 * max(len(quality), len(cost), 4) + 1.5))
+    axes = fig.subplots(1, len(panels))
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, (items, label) in zip(axes, panels, strict=True):
         y = list(range(len(items)))[::-1]
@@ -135,7 +133,6 @@ def plot_comparisons(comparisons: Sequence[PairedComparison], path: Path, title:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

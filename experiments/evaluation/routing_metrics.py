@@ -12,14 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 
 from components.routers.routes import CONVERSATIONAL, ROUTES
 from experiments.evaluation.metrics import latency_percentiles
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 COSTS = ("cost/llm_calls", "cost/prompt_tokens", "cost/completion_tokens")
 
@@ -74,7 +71,8 @@ def write_confusion(records: Sequence[dict[str, Any]], out_dir: Path, title: str
     csv = out_dir / "router_confusion.csv"
     csv.write_text("labelled\\routed," + ",".join(ROUTES) + "\n"
                    + "".join(f"{label}," + ",".join(map(str, row)) + "\n" for label, row in zip(ROUTES, matrix, strict=True)))
-    figure, axes = plt.subplots(figsize=(6.4, 5.2))
+    figure = Figure(figsize=(6.4, 5.2))
+    axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
     for (i, j), n in np.ndenumerate(matrix):
         axes.text(j, i, str(n), ha="center", va="center", color="white" if n > matrix.max() / 2 else "black")
@@ -87,5 +85,4 @@ def write_confusion(records: Sequence[dict[str, Any]], out_dir: Path, title: str
     figure.tight_layout()
     png = out_dir / "router_confusion.png"
     figure.savefig(png, dpi=120)
-    plt.close(figure)
     return [csv, png]

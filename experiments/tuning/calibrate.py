@@ -24,21 +24,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import yaml  # noqa: E402
-from haystack import Document  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import yaml
+from haystack import Document
+from matplotlib.figure import Figure
+from tqdm import tqdm
 
 from components.routers.routes import CONVERSATIONAL
-from experiments.datasets.golden import GoldenItem  # noqa: E402
-from experiments.evaluation.evaluate import pipeline_inputs  # noqa: E402
-from experiments.evaluation.relevance import judge  # noqa: E402
-from experiments.runs.config import compose, validate  # noqa: E402
-from experiments.runs.indexed import prepare_pipeline  # noqa: E402
-from pipelines.errors import UserError  # noqa: E402
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.evaluate import pipeline_inputs
+from experiments.evaluation.relevance import judge
+from experiments.runs.config import compose, validate
+from experiments.runs.indexed import prepare_pipeline
+from pipelines.errors import UserError
 
 # Scores are all that calibration needs: everything graded incorrect and refused, so no answer is generated.
 SCORE_ONLY = ["crag.upper=1e9", "crag.lower=1e9", "crag.incorrect_action=refuse"]
@@ -177,7 +174,8 @@ def holds_evidence(passage: Document, item: GoldenItem, min_overlap: float, corp
 def plot(graded: Sequence[Graded], result: Calibration, title: str, path: Path) -> None:
     scores = Scores.of(graded)
     answerable, unanswerable, relevant, other = scores.answerable, scores.unanswerable, scores.relevant, scores.other
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    fig = Figure(figsize=(10, 4.5))
+    left, right = fig.subplots(1, 2)
     curve = [(below(answerable, t), below(unanswerable, t)) for t in candidates(answerable + unanswerable)]
     left.plot(*zip(*[(0.0, 0.0), *curve], strict=True), marker=".")
     left.plot(result.false_refusal_rate, result.refusal_rate, "o", color="C3", label=f"lower = {result.lower}")
@@ -194,7 +192,6 @@ def plot(graded: Sequence[Graded], result: Calibration, title: str, path: Path) 
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
