@@ -1,15 +1,9 @@
-import os
-
 import pytest
 
-# Tests run offline and must not phone home.
-for key, value in {
-    "HAYSTACK_TELEMETRY_ENABLED": "False",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(key, value)
+from experiments.runs.process import set_env_defaults
+
+# Tests run offline and must not phone home: the entry points' settings, and no model hub.
+set_env_defaults(HF_HUB_OFFLINE="1")
 
 
 @pytest.fixture

@@ -63,6 +63,7 @@ class QuestionRecord:
         rest = {key: value for key, value in row.items() if key not in fixed}
         chunks = {k.removesuffix(CHUNKS_SUFFIX): v for k, v in rest.items() if k.endswith(CHUNKS_SUFFIX)}
         scores = {k: v for k, v in rest.items() if "/" in k and not k.endswith(CHUNKS_SUFFIX) and _is_score(v)}
+        claimed = {*ANSWER_FIELDS, *ROUTE_FIELDS, *(f"{view}{CHUNKS_SUFFIX}" for view in chunks)}
         return cls(
             id=str(row["id"]),
             question=row["question"],
@@ -75,11 +76,7 @@ class QuestionRecord:
             scores=scores,
             chunks=chunks,
             routing={k: rest[k] for k in ROUTE_FIELDS if k in rest},
-            extras={
-                k: v for k, v in rest.items()
-                if k not in ANSWER_FIELDS and k not in ROUTE_FIELDS and k not in scores
-                and not k.endswith(CHUNKS_SUFFIX)
-            },
+            extras={k: v for k, v in rest.items() if k not in claimed and k not in scores},
         )
 
 
