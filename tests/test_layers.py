@@ -91,3 +91,9 @@ def test_tests_share_helpers_only_through_tests_support():
 
 def test_components_are_grouped_as_haystack_groups_its_own():
     assert [path.name for path in (ROOT / "components").glob("*.py")] == ["__init__.py"]
+
+
+def test_component_tests_sit_in_their_components_group():
+    assert [path.name for path in (ROOT / "tests" / "components").glob("*.py")] == ["__init__.py"]
+    groups = {path.name for path in (ROOT / "components").iterdir() if (path / "__init__.py").exists()}
+    assert {path.name for path in (ROOT / "tests" / "components").iterdir() if path.is_dir()} - {"__pycache__"} <= groups

@@ -11,7 +11,7 @@ from components.retrievers.bm25_retriever import BM25sRetriever
 from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 # Control flow on scripted replies over a real BM25 index; SmolLM2 under the shipped schema runs in
-# tests/components/test_local_llms.py.
+# tests/components/answer/test_local_llms.py.
 TEMPLATES = {"en": "Q: {question}\nKnown:\n{facts}\nPassages:\n{passages}", "zh": "问：{question}\n已知：\n{facts}\n段落：\n{passages}"}
 QUESTION = "Who signs off a contract worth $30,000?"
 
