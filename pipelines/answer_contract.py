@@ -1,13 +1,7 @@
-"""The answer contract: what an answer component promises in `GeneratedAnswer.meta`, for evaluation and serving.
-
-Required keys, checked when the pipeline is built (the component declares them) and on every answer:
-- `refused` (bool): the answer declines to answer ("I don't know"); refusal metrics read only this.
-- `citations` (list of dicts): one per cited context chunk, `{"marker", "chunk_id", "doc_id", "start", "end"}`.
-- `unsupported_sentences` (list of str): answer sentences that their citations do not support.
-
-Optional keys, scored when present: `sentences` (per sentence `{"text", "citations", "support", "supported"}`),
-`invalid_citations` (markers of chunks that were not in the context) and `usage` (token counts; `llm_calls` from a
-component that calls a model outside a Haystack chat generator, which evaluation cannot trace).
+"""The answer contract, checked: what an answer component promises in `GeneratedAnswer.meta`, for evaluation and
+serving. The keys and their types are `components.answer.answer_meta.AnswerMeta`, which the components build; the
+required ones (`refused`, `citations`, `unsupported_sentences`) are checked when the pipeline is built (the component
+declares them) and on every answer.
 
 A component declares the contract with a class attribute `answer_meta_keys` that lists at least the required keys;
 `components.answer.citation_verifier.CitationVerifier` does, so any generator or answerer followed by it conforms.
@@ -19,10 +13,9 @@ from typing import Any
 
 from haystack.dataclasses import GeneratedAnswer
 
+from components.answer.answer_meta import REQUIRED_KEYS, REQUIRED_TYPES
 from pipelines.errors import UserError
 
-REQUIRED_KEYS = ("refused", "citations", "unsupported_sentences")
-_TYPES = {"refused": bool, "citations": list, "unsupported_sentences": list}
 DECLARATION = "answer_meta_keys"
 
 
@@ -42,9 +35,9 @@ def check_answer(answer: Any, component: str) -> GeneratedAnswer:
         raise AnswerContractError(f"answer component '{component}' gave {type(answer).__name__}, not a GeneratedAnswer")
     wrong = [
         f"{key} (missing)" if key not in answer.meta else f"{key} ({type(answer.meta[key]).__name__}, "
-        f"expected {_TYPES[key].__name__})"
+        f"expected {REQUIRED_TYPES[key].__name__})"
         for key in REQUIRED_KEYS
-        if not isinstance(answer.meta.get(key), _TYPES[key])
+        if not isinstance(answer.meta.get(key), REQUIRED_TYPES[key])
     ]
     if wrong:
         raise AnswerContractError(

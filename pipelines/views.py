@@ -11,7 +11,8 @@ import networkx
 from haystack import Document, Pipeline
 from haystack.dataclasses import GeneratedAnswer
 
-from pipelines.answer_contract import DECLARATION, REQUIRED_KEYS, missing_declaration
+from components.answer.answer_meta import REQUIRED_KEYS
+from pipelines.answer_contract import DECLARATION, missing_declaration
 from pipelines.haystack_compat import input_sockets, output_sockets
 from pipelines.spec import PipelineConfigError, Socket, parse_socket
 

@@ -8,6 +8,7 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
+from components.answer.answer_meta import AnswerMeta, Citation, SentenceSupport
 from components.common.sentences import CITATION, parse_citations, split_sentences, strip_citations, support
 
 
@@ -95,27 +96,27 @@ class CitationVerifier:
             data=text,
             query=query,
             documents=[documents[n - 1] for n in cited if n in in_context],
-            meta={
-                "raw": raw,
-                "refused": refused,
-                "citations": sources,
-                "invalid_citations": invalid,
-                "sentences": sentences,
-                "unsupported_sentences": unsupported,
-                "usage": _usage(replies),
-            },
+            meta=AnswerMeta(
+                raw=raw,
+                refused=refused,
+                citations=sources,
+                invalid_citations=invalid,
+                sentences=sentences,
+                unsupported_sentences=unsupported,
+                usage=_usage(replies),
+            ),
         )
         return {"answers": [answer], "unsupported_sentences": unsupported, "sources": sources}
 
-    def _check(self, sentence: str, documents: list[Document], in_context: set[int]) -> dict[str, Any]:
+    def _check(self, sentence: str, documents: list[Document], in_context: set[int]) -> SentenceSupport:
         markers = [n for n in parse_citations(sentence) if n in in_context]
         score = support(sentence, [documents[n - 1].content or "" for n in markers]) if markers else 0.0
-        return {
-            "text": strip_citations(sentence),
-            "citations": markers,
-            "support": round(score, 4),
-            "supported": bool(markers) and score >= self.support_threshold,
-        }
+        return SentenceSupport(
+            text=strip_citations(sentence),
+            citations=markers,
+            support=round(score, 4),
+            supported=bool(markers) and score >= self.support_threshold,
+        )
 
 
 def _normalise(text: str) -> str:
@@ -134,9 +135,9 @@ def _drop_markers(text: str, invalid: list[int]) -> str:
     return re.sub(r"\s+([.。])", r"\1", CITATION.sub(keep_valid, text)).strip()
 
 
-def _source(marker: int, doc: Document) -> dict[str, Any]:
+def _source(marker: int, doc: Document) -> Citation:
     span = doc.meta.get("span") or [None, None]
-    return {"marker": marker, "chunk_id": doc.id, "doc_id": doc.meta.get("doc_id"), "start": span[0], "end": span[1]}
+    return Citation(marker=marker, chunk_id=doc.id, doc_id=doc.meta.get("doc_id"), start=span[0], end=span[1])
 
 
 def _usage(replies: list[ChatMessage]) -> dict[str, int]:

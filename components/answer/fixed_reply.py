@@ -7,6 +7,7 @@ from typing import Any
 from haystack import component, default_from_dict, default_to_dict
 from haystack.dataclasses import GeneratedAnswer
 
+from components.answer.answer_meta import uncited_meta
 from components.common.text import refusal_for
 
 
@@ -59,8 +60,3 @@ class FixedReply:
         text = refusal_for(self.replies, query).replace("{question}", query.strip())
         meta = uncited_meta(self.refused) | {("refusal_reason" if self.refused else "reply_reason"): self.reason}
         return {"answers": [GeneratedAnswer(data=text, query=query, documents=[], meta=meta)]}
-
-
-def uncited_meta(refused: bool) -> dict[str, object]:
-    """The answer contract's meta for an answer that cites nothing and so has nothing unsupported."""
-    return {"refused": refused, "citations": [], "unsupported_sentences": [], "sentences": [], "invalid_citations": []}

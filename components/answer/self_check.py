@@ -7,8 +7,8 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
+from components.answer.answer_meta import uncited_meta
 from components.answer.citation_verifier import CitationVerifier
-from components.answer.fixed_reply import uncited_meta
 from components.common.text import detect_language, refusal_for
 
 # Marks the feedback messages this component adds, so the prompt it receives tells how many retries it has had.
