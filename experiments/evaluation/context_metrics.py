@@ -10,7 +10,6 @@ source doc ids. The rank metrics (`context/recall_at_k` ...) come from experimen
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from functools import cache
 from typing import Any
@@ -20,6 +19,7 @@ from rapidfuzz import fuzz
 
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation.answer_metrics import answer_tokens
+from experiments.evaluation.coroutines import run_coroutine
 from experiments.evaluation.relevance import Judged
 
 
@@ -78,7 +78,7 @@ def _ragas_ids(name: str, ids: list[str], relevant: list[str]) -> float:
 def _score(name: str, **sample: Any) -> float:
     from ragas.dataset_schema import SingleTurnSample
 
-    return float(asyncio.run(_metric(name).single_turn_ascore(SingleTurnSample(**sample))))
+    return float(run_coroutine(_metric(name).single_turn_ascore(SingleTurnSample(**sample))))
 
 
 @cache

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 
@@ -22,11 +24,13 @@ class Interrupted(KeyboardInterrupt):
 
 
 _received: list[int] = []
+_deferring = 0
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     _received.append(signum)
-    raise Interrupted(signum)
+    if not _deferring:
+        raise Interrupted(signum)
 
 
 def _drop_unraisable_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
@@ -42,6 +46,21 @@ def install(*signums: int) -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _on_signal)
     sys.unraisablehook = _drop_unraisable_interrupt
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A signal that arrives inside the block is raised when the block ends: for a step that must not stop half
+    done, such as making an event loop that must then be closed."""
+    global _deferring
+    arrived = len(_received)
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if len(_received) > arrived:
+        raise Interrupted(_received[-1])
 
 
 def raise_if_interrupted() -> None:
