@@ -25,7 +25,7 @@ from omegaconf import DictConfig  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from experiments.runs import interrupts  # noqa: E402
-from experiments.runs.config import register_resolvers  # noqa: E402
+from experiments.runs.config import register_config  # noqa: E402
 from experiments.runs.interrupts import Interrupted  # noqa: E402
 from experiments.runs.sweep import read_parent_run, record_failed_job  # noqa: E402
 from pipelines.errors import UserError  # noqa: E402
@@ -79,6 +79,6 @@ if __name__ == "__main__":
 
     quiet_libraries()
     interrupts.install(signal.SIGTERM, signal.SIGINT)
-    register_resolvers()
+    register_config()
     main()
     sys.exit(EXIT_BUG if failed_jobs() else 0)

@@ -26,6 +26,7 @@ from pipelines.spec import (
     is_none,
     parse_connection,
     parse_inputs,
+    parse_model_slots,
     parse_socket,
     referenced_components,
     rewriting_component,
@@ -113,6 +114,7 @@ def build_pipeline(
         route_component=spec.get("route"),
         grader=spec.get("grader"),
         rewriter=rewriting_component(spec),
+        model_slots=parse_model_slots(spec.get("model_slots"), key, components_spec),
     )
 
 

@@ -16,7 +16,7 @@ from haystack.dataclasses import GeneratedAnswer, StreamingChunk
 from pipelines.answer_contract import check_answer
 from pipelines.haystack_compat import input_sockets, output_sockets
 from pipelines.instrumentation import chat_generators
-from pipelines.spec import Socket
+from pipelines.spec import ModelSlot, Socket
 
 
 @dataclass
@@ -37,6 +37,8 @@ class BuiltPipeline:
     grader: str | None = None
     # The component named by `question_from`: its `question` (and `queries`, `fallback`) outputs are the rewrite.
     rewriter: str | None = None
+    # `model_slots` of the spec (pipelines/spec.py); None: the spec predates them.
+    model_slots: dict[str, ModelSlot] | None = None
 
     @property
     def retrieval_output(self) -> Socket | None:

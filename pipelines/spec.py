@@ -19,6 +19,9 @@ and the contract with evaluation and serving:
   path named under `paths` runs once per query of the `socket` output (components.retrievers.multi_query_retriever), a dense
   path together with the embedder in front of it; `query` feeds the paths' question from a socket instead of the
   pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
+- `model_slots` (`slot: {section, component}`) says which component runs the chat model that the config section
+  `section` names (its `model` and `endpoint`): each run records it as `ragtune.model.<slot>`, and serving checks
+  it again.
 An optional `answer` stage (the `answer` config group) is merged in: its components and connections join the
 graph, its `context` input is fed from the pipeline's `context_output`, and it names the `answer_output`, whose
 component must declare the answer contract (pipelines/answer_contract.py).
@@ -52,6 +55,7 @@ SPEC_KEYS = {
     "question_from",
     "queries_from",
     "max_runs_per_component",
+    "model_slots",
 }
 QUERIES_FROM_KEYS = ("socket", "question", "paths")
 # Optional: `filters`, the expander's filters input; `query`, the socket that feeds each path's `query` (default:
@@ -69,6 +73,14 @@ NONE_VALUES = {None, "none", "None", "null"}
 
 class PipelineConfigError(UserError, ValueError):
     """A pipeline spec that cannot be built; the message names the key at fault."""
+
+
+@dataclass(frozen=True)
+class ModelSlot:
+    """A component's role as an LLM slot: the config section naming its chat model, and the component."""
+
+    section: str
+    component: str
 
 
 @dataclass(frozen=True)
@@ -273,3 +285,22 @@ def rewriting_component(spec: Mapping[str, Any]) -> str | None:
         return str(spec["question_from"]).split(".")[0]
     source = str((spec.get("queries_from") or {}).get("socket") or "")
     return source.split(".")[0] if source.endswith(".queries") else None
+
+
+def parse_model_slots(value: Any, key: str, components: Mapping[str, Any]) -> dict[str, ModelSlot] | None:
+    """`model_slots`, checked; None when the spec has none (a run promoted before specs declared them)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise PipelineConfigError(f"{key}.model_slots: expected a mapping slot -> {{section, component}}")
+    slots = {}
+    for slot, entry in value.items():
+        where = f"{key}.model_slots.{slot}"
+        if not isinstance(entry, Mapping) or set(entry) != {"section", "component"}:
+            raise PipelineConfigError(f"{where}: expected {{section: CONFIG.KEY, component: NAME}}, got {entry!r}")
+        if entry["component"] not in components:
+            raise PipelineConfigError(
+                f"{where}.component: unknown component {entry['component']!r}; components: {sorted(components)}"
+            )
+        slots[str(slot)] = ModelSlot(str(entry["section"]), str(entry["component"]))
+    return slots

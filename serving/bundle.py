@@ -30,7 +30,7 @@ from mlflow.models import Model
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.runs.config import PROJECT_DIR, ConfigError, register_resolvers, validate
+from experiments.runs.config import PROJECT_DIR, ConfigError, register_config, validate
 from experiments.runs.identities import TAG_PREFIX
 from experiments.runs.portable import PORTABLE_CONFIG, project_files, relocated
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
@@ -110,7 +110,7 @@ def download_bundle(model_uri: str) -> Path:
 def read_bundle(folder: Path) -> Bundle:
     """The bundle in `folder`, with every file it records present at its recorded size; else one PromotionError
     naming what is missing."""
-    register_resolvers()
+    register_config()
     try:
         identities = json.loads((folder / IDENTITIES).read_text(encoding="utf-8"))
         cfg = relocated((folder / CONFIG).read_text(encoding="utf-8"), folder / FILES)

@@ -35,6 +35,7 @@ COMMANDS = {
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),
     "cache": Command("experiments.runs.cache", "list or prune the index snapshots"),
     "doc-sets": Command("experiments.datasets.doc_sets", "build the validation sets from Debian package docs"),
+    "config-docs": Command("serving.config_docs", "write docs/config.md, the config reference, from conf/"),
 }
 
 

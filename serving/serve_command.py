@@ -13,11 +13,11 @@ import threading
 from omegaconf import DictConfig
 
 from experiments.evaluation.mlflow_traces import MlflowTracer
-from experiments.runs.config import ConfigError, compose
+from experiments.runs.config import ConfigError
 from serving.bundle import download_bundle
 from serving.served_pipeline import ServedPipeline
 from serving.server import ServerState, authenticator, create_app
-from serving.settings import serve_settings
+from serving.settings import compose_serve, serve_settings
 
 
 def model_uri(cfg: DictConfig) -> str:
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("haystack", "sentence_transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    cfg = compose(argv, config_name="serve")
+    cfg = compose_serve(argv)
     uri, serve = model_uri(cfg), serve_settings(cfg)
     authenticate = authenticator(serve)
     connect(cfg.mlflow.tracking_uri)

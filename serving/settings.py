@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
-from experiments.runs.config import ConfigError, compose
+from experiments.runs.config import ConfigError, compose, typed
+from experiments.runs.settings import MlflowSettings
 
 # `mlflow models serve` runs the pyfunc model with no arguments: its serve.* overrides come from here.
 SERVE_ENV = "RAGTUNE_SERVE"
@@ -22,47 +23,70 @@ ANONYMOUS = ("refuse", "public")
 class JwtSettings:
     """`serve.jwt`: how a signed token's claims become a principal."""
 
-    # HS256/384/512: the shared secret; RS*, ES*, PS*, EdDSA: the issuer's public key (PEM).
+    # HS256/384/512: a file holding the shared secret; RS*, ES*, PS*, EdDSA: the issuer's public key (PEM).
     key_file: str | None = None
+    # The algorithms a token may be signed with; one family only (never `none`).
     algorithms: list[str] = field(default_factory=lambda: ["RS256"])
+    # When set, a token must carry this `aud` / `iss`. `exp` is always required.
     audience: str | None = None
     issuer: str | None = None
+    # The claims that carry the principal's tenant and groups.
     tenant_claim: str = "tenant"
     groups_claim: str = "groups"
+    # Seconds of clock skew allowed when checking `exp`.
     leeway_s: float = 0.0
 
 
 @dataclass
 class ServeSettings:
-    """A wrong type fails here, naming the key, before anything loads."""
+    """`serve`: conf/serve.yaml extends this record, so a wrong type fails naming the key, before anything loads."""
 
+    # The address the server listens on; 0.0.0.0 for every interface.
     host: str = "127.0.0.1"
+    # The port it listens on.
     port: int = 8080
+    # api_keys: `Authorization: Bearer KEY`, looked up in api_keys_file; jwt: `Authorization: Bearer TOKEN`, a signed
+    # token whose claims carry the tenant and groups; header: X-Tenant and X-Groups set by a proxy in front (refused
+    # unless host is loopback or trust_proxy is true). No principal, or an unknown one: 401.
     auth: str = "api_keys"
+    # YAML: KEY: {tenant: acme, groups: [hr]}, e.g. data/demo/api_keys.yaml for the demo's tenants.
     api_keys_file: str | None = None
     jwt: JwtSettings = field(default_factory=JwtSettings)
+    # auth=header from a host other than loopback: true says a proxy that sets the headers is in front.
     trust_proxy: bool = False
-    # A request without credentials: refused (401), or answered from public documents only.
+    # A request without credentials: refuse (401), or public (answered from public documents only).
     anonymous: str = "refuse"
     # Metadata fields a client may filter on; null: any `meta.*` field.
     filter_fields: list[str] | None = None
+    # A larger request body gets 413 before it is parsed.
     max_body_bytes: int = 1 << 20
+    # Requests answered or waiting at once; more get 503. The pipeline itself answers one question at a time.
     max_pending: int = 8
+    # Seconds an answer may take; a slower one gets 504.
     timeout_s: float = 60.0
+    # Longer questions or histories get 413, naming the limit.
     max_question_chars: int = 2000
     max_history_turns: int = 20
     max_history_chars: int = 20000
+    # Log the question in the per-request log lines, and return the chunk ids at every stage (`stages`) in replies.
     debug: bool = False
+    # Trace every request into MLflow, one span per component with its inputs and outputs (documents as id, score,
+    # span and the start of their text), under this experiment of mlflow.tracking_uri.
     autolog: bool = False
     trace_experiment: str = "ragtune-serve"
 
 
+# conf/serve.yaml's sections and their records.
+SERVE_SECTIONS = {"mlflow": MlflowSettings, "serve": ServeSettings}
+
+
+def compose_serve(overrides: Sequence[str]) -> DictConfig:
+    """conf/serve.yaml with command-line style overrides."""
+    return compose(overrides, config_name="serve", sections=SERVE_SECTIONS)
+
+
 def serve_settings(cfg: DictConfig) -> ServeSettings:
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(ServeSettings), cfg.serve)
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"config key 'serve.{e.full_key}': {str(e.msg).splitlines()[0]}") from None
-    settings: ServeSettings = OmegaConf.to_object(merged)
+    settings = typed(cfg, "serve", ServeSettings)
     if settings.anonymous not in ANONYMOUS:
         raise ConfigError(f"config key 'serve.anonymous': must be one of {list(ANONYMOUS)}, got {settings.anonymous!r}")
     return settings
@@ -72,7 +96,7 @@ def env_settings() -> ServeSettings:
     """conf/serve.yaml with the overrides in `$RAGTUNE_SERVE` (e.g. "serve.api_keys_file=keys.yaml")."""
     overrides = shlex.split(os.environ.get(SERVE_ENV, ""))
     try:
-        cfg = compose(overrides, config_name="serve")
+        cfg = compose_serve(overrides)
     except Exception as e:  # Hydra's override grammar errors: said with where they came from
         raise ConfigError(f"${SERVE_ENV}: {e}") from None
     return serve_settings(cfg)

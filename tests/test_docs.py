@@ -162,3 +162,20 @@ def test_the_readme_test_commands_are_the_ones_ci_runs():
     commands = [part.strip() for body in blocks for line in body.splitlines() for part in line.split("&&")]
     assert ".venv/bin/python -m pytest" in commands and ".venv/bin/python -m pytest -m slow" in commands
     assert [command for command in commands if command and command not in ci] == []
+
+
+def test_the_config_reference_is_what_ragtune_config_docs_writes():
+    from serving.config_docs import CONFIG_DOCS, reference
+
+    assert CONFIG_DOCS.read_text(encoding="utf-8") == reference(), "docs/config.md is stale: run `ragtune config-docs`"
+
+
+def test_the_config_reference_covers_every_group_and_explains_every_key():
+    from serving.config_docs import reference
+
+    text = reference()
+    groups = sorted(path.name for path in (ROOT / "conf").iterdir() if path.is_dir() and path.name != "hydra")
+    assert [group for group in groups if f"## `{group}`" not in text] == []
+    keys = [line for line in text.splitlines() if line.startswith("| `") and line.count("|") >= 5]
+    assert len(keys) > 60
+    assert [line for line in keys if line.rstrip().endswith("|  |")] == []  # every key has its meaning

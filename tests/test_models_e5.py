@@ -11,23 +11,20 @@ import numpy as np
 import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from hydra import compose, initialize_config_dir
 
 from components.embedders.e5_model import E5_DIMENSION
 from components.embedders.e5_text_embedder import E5TextEmbedder
-from experiments.runs.config import register_resolvers, validate
+from experiments.runs.config import compose, validate
 from experiments.runs.indexed import check_embedders_match
 from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.ingest import build_index, index_fingerprint, ingest_spec
 from pipelines.models import ModelUnavailableError, model_identity, resolve_model
-from tests.support.paths import CONF, ROOT
+from tests.support.paths import ROOT
 
 
 def config(*overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    return compose(overrides)
 
 
 def test_the_models_group_swaps_only_the_embedder():

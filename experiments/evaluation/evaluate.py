@@ -43,6 +43,7 @@ from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.relevance import Corpus, Judged, locate
 from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
+from experiments.evaluation.settings import EvalSettings
 from experiments.runs.interrupts import raise_if_interrupted
 from pipelines.built import BuiltPipeline
 from pipelines.errors import UserError
@@ -61,20 +62,6 @@ _ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant
 
 class EvalInputError(UserError, ValueError):
     """Golden items carry a field the pipeline cannot take, and dropping it would change what is measured."""
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    ks: Sequence[int]
-    min_overlap: float = 0.5
-    # An answerable question passes when its answer reaches this token F1 (and has no unsupported sentence).
-    pass_f1: float = 0.5
-    redundancy_threshold: float = 0.9
-    confidence: float = 0.95
-    # Questions whose pipeline run is logged as an MLflow trace (spread over the set; 0: none).
-    trace_sample: int = 0
-    # Traces keep whole documents and strings, not only ids, scores, spans and the start of each text.
-    trace_full: bool = False
 
 
 @dataclass(frozen=True)

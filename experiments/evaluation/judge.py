@@ -7,13 +7,14 @@ schema validation), so a judge must be an explicit choice. A failed judgement is
 
 from __future__ import annotations
 
-import asyncio
 import os
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from experiments.evaluation.coroutines import run_coroutine
+from experiments.evaluation.settings import JudgeSettings
 from pipelines.models import check_endpoint
 
 Scorer = Callable[..., Awaitable[Any]]
@@ -38,7 +39,7 @@ class Judge:
         self.identity = identity
 
     def judge(self, question: str, answer: str, contexts: Sequence[str]) -> Judgement:
-        return asyncio.run(self._judge(question, answer, list(contexts)))
+        return run_coroutine(self._judge(question, answer, list(contexts)))
 
     async def _judge(self, question: str, answer: str, contexts: list[str]) -> Judgement:
         result = Judgement()
@@ -56,10 +57,9 @@ class Judge:
         return result
 
 
-def openai_compatible_judge(cfg: Mapping[str, Any], embeddings: Any) -> Judge:
-    """RAGAS Faithfulness and AnswerRelevancy with an instructor-wrapped OpenAI client on `cfg.base_url`."""
-    check_endpoint(cfg, key="eval.judge")
-    key_env = cfg.get("api_key_env")
+def openai_compatible_judge(settings: JudgeSettings, embeddings: Any) -> Judge:
+    """RAGAS Faithfulness and AnswerRelevancy with an instructor-wrapped OpenAI client on `settings.base_url`."""
+    check_endpoint(asdict(settings), key="eval.judge")
     from openai import AsyncOpenAI
 
     with warnings.catch_warnings():
@@ -68,12 +68,12 @@ def openai_compatible_judge(cfg: Mapping[str, Any], embeddings: Any) -> Judge:
         from ragas.metrics.collections import AnswerRelevancy, Faithfulness
 
     client = AsyncOpenAI(
-        base_url=str(cfg["base_url"]),
-        api_key=os.environ.get(key_env or "", "none"),
-        timeout=float(cfg.get("timeout", 60)),
-        max_retries=int(cfg.get("max_retries", 2)),
+        base_url=settings.base_url,
+        api_key=os.environ.get(settings.api_key_env or "", "none"),
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
     )
-    llm = llm_factory(str(cfg["model"]), provider="openai", client=client, max_tokens=int(cfg.get("max_tokens", 512)))
+    llm = llm_factory(settings.model, provider="openai", client=client, max_tokens=settings.max_tokens)
     faithfulness = Faithfulness(llm=llm)
     relevancy = AnswerRelevancy(llm=llm, embeddings=embeddings)
 
@@ -82,5 +82,5 @@ def openai_compatible_judge(cfg: Mapping[str, Any], embeddings: Any) -> Judge:
 
     return Judge(
         {"answer/faithfulness": faithfulness.ascore, "answer/response_relevancy": relevancy_score},
-        identity=f"openai-compatible:{cfg['model']}@{cfg['base_url']}",
+        identity=f"openai-compatible:{settings.model}@{settings.base_url}",
     )

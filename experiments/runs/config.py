@@ -6,20 +6,29 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from components.common.text import LANGUAGES
 from components.joiners.rank_fusion_joiner import MODES
+from experiments.evaluation.settings import EvalSettings, JudgeSettings
+from experiments.runs.settings import (
+    IngestSettings,
+    MlflowSettings,
+    RetrieverSettings,
+    SelfCheckSettings,
+)
 from pipelines.errors import UserError
 from pipelines.fusion_fit import KINDS as FIT_KINDS
 from pipelines.models import resolve_model
+
+T = TypeVar("T")
 
 
 class ConfigError(UserError, ValueError):
@@ -33,6 +42,23 @@ CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_di
 # Top-level keys a user may add with `+key=...` although no file declares them.
 OPTIONAL_SECTIONS = frozenset({"compare"})
 
+# Config group -> its record (conf/<group>/*.yaml extend it as `schema`); top-level section -> its record (stored
+# as `<section>_schema`, listed in the primary config's defaults).
+GROUP_SCHEMAS: dict[str, type] = {
+    "retriever": RetrieverSettings,
+    "eval": EvalSettings,
+    "eval/judge": JudgeSettings,
+    "ingest": IngestSettings,
+    "selfcheck": SelfCheckSettings,
+}
+SECTION_SCHEMAS: dict[str, type] = {"mlflow": MlflowSettings}
+
+
+def register_config(sections: Mapping[str, type] = SECTION_SCHEMAS) -> None:
+    """What composing conf/ needs: the resolvers and the records the YAML files extend."""
+    register_resolvers()
+    register_schemas(sections)
+
 
 def register_resolvers() -> None:
     """`${model_path:REF}` turns a model reference into a local folder (or a clear error); `${pid:}` names job
@@ -45,109 +71,48 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("project_path", lambda relative: str(PROJECT_DIR / relative))
 
 
-def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The config `python run.py OVERRIDES...` would run (or serve.py's, `config_name="serve"`), for tools that
-    run outside Hydra's entry point."""
+def compose(
+    overrides: Sequence[str] = (), config_name: str = "config", sections: Mapping[str, type] = SECTION_SCHEMAS
+) -> DictConfig:
+    """The config `python run.py OVERRIDES...` would run (or `ragtune serve`'s, `config_name="serve"` with its
+    `sections`), for tools that run outside Hydra's entry point."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    register_resolvers()
+    register_config(sections)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name, overrides=list(overrides))
 
 
-@dataclass
-class Bm25Schema:
-    k1: float = 1.5
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: str | None = None
+def register_schemas(sections: Mapping[str, type] = SECTION_SCHEMAS) -> None:
+    """Puts the records into Hydra's ConfigStore, where the YAML files that extend them find them."""
+    store = ConfigStore.instance()
+    for group, schema in GROUP_SCHEMAS.items():
+        store.store(group=group, name="schema", node=schema)
+    for section, schema in sections.items():
+        store.store(name=f"{section}_schema", node=schema, package=section)
 
 
-@dataclass
-class FusionSchema:
-    mode: str = "dbsf"
-    agreement_bonus: float = 0.2
-    rrf_k: float = 60.0
-    weights: dict[str, float] = field(default_factory=dict)
-    min_scores: dict[str, float] = field(default_factory=dict)
-    unfit_weight: float = 0.0
-    confidence: str | None = None
-    confidence_strength: float = 0.0
-    fit: str | None = None
-    fit_queries: str = "sentence"
-
-
-@dataclass
-class RetrieverSchema:
-    top_k: int = 20
-    candidates: int = 50
-    filters: Any = None  # a Haystack filter: checked by the retrievers when they are built
-    filter_policy: str = "merge"
-    bm25: Bm25Schema = field(default_factory=Bm25Schema)
-    fusion: FusionSchema = field(default_factory=FusionSchema)
-
-
-@dataclass
-class JudgeSchema:
-    model: str = "gpt-4o-mini"
-    base_url: str = "https://api.openai.com/v1"
-    api_key_env: str | None = "OPENAI_API_KEY"
-    timeout: float = 60.0
-    max_retries: int = 2
-    max_tokens: int = 512
-
-
-@dataclass
-class EvalSchema:
-    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20])
-    min_overlap: float = 0.5
-    pass_f1: float = 0.5
-    redundancy_threshold: float = 0.9
-    confidence: float = 0.95
-    trace_sample: int = 20
-    trace_full: bool = False
-    judge: JudgeSchema | None = None
-
-
-@dataclass
-class MlflowSchema:
-    tracking_uri: str | None = None
-    artifact_root: str | None = None
-    experiment: str | None = None
-
-
-@dataclass
-class IngestSchema:
-    name: str = "recursive"
-    chunk_size: int = 500
-    chunk_overlap: int = 50
-    separators: list[str] = field(default_factory=list)
-    heading_prefix: bool = False
-    cache_dir: str = ".cache/ragtune/index"
-    update: bool = False
-    chain: list[str] = field(default_factory=list)
-    splitters: dict[str, Any] = field(default_factory=dict)
-
-
-SCHEMAS = {
-    "retriever": RetrieverSchema,
-    "eval": EvalSchema,
-    "mlflow": MlflowSchema,
-    "ingest": IngestSchema,
-}
+def typed(cfg: DictConfig, key: str, schema: type[T]) -> T:
+    """`cfg.<key>` as its record, also for a config Hydra did not compose (a promoted bundle's); a wrong value
+    fails naming its key."""
+    try:
+        values = OmegaConf.to_container(OmegaConf.select(cfg, key, throw_on_missing=True), resolve=True)
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        full_key = f"{key}.{e.full_key}" if e.full_key else key
+        raise ConfigError(f"config key '{full_key}': {str(e.msg).splitlines()[0]}") from None
 
 
 def validate(cfg: DictConfig) -> None:
     """Type-checks the plain sections against their schemas and cross-checks values."""
     _check_top_level_keys(cfg)
-    for section, schema in SCHEMAS.items():
-        if section not in cfg:
-            raise ConfigError(f"config section '{section}' is missing")
-        try:
-            OmegaConf.merge(OmegaConf.structured(schema), cfg[section])
-        except OmegaConfBaseException as e:
-            raise ConfigError(f"config key '{section}.{e.full_key}': {e.msg}") from e
+    for key, schema in {**GROUP_SCHEMAS, **SECTION_SCHEMAS}.items():
+        key = key.replace("/", ".")
+        if OmegaConf.select(cfg, key) is None and key != "eval.judge":
+            raise ConfigError(f"config section '{key}' is missing")
+        if OmegaConf.select(cfg, key) is not None:
+            typed(cfg, key, schema)
     _require(cfg.dataset.get("language") in LANGUAGES, "dataset.language", f"must be one of {sorted(LANGUAGES)}")
     _require("kind" in cfg.dataset and "name" in cfg.dataset, "dataset", "needs 'name' and 'kind'")
     ks = list(cfg.eval.ks)
@@ -244,7 +209,7 @@ def _check_top_level_keys(cfg: DictConfig) -> None:
 @cache
 def _known_top_level_keys() -> frozenset[str]:
     declared = set(OmegaConf.load(CONF_DIR / "config.yaml")) - {"defaults"}
-    return CONFIG_GROUPS | declared | OPTIONAL_SECTIONS
+    return CONFIG_GROUPS | declared | OPTIONAL_SECTIONS | set(SECTION_SCHEMAS)
 
 
 def _warn_ks_beyond_depth(ks: list[int], depth: int) -> None:

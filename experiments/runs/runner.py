@@ -27,12 +27,13 @@ from experiments.datasets import Dataset
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
-from experiments.evaluation.evaluate import EvalSettings, Evaluation, evaluate, evidence_doc_ids
+from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
 from experiments.evaluation.judge import openai_compatible_judge
 from experiments.evaluation.report import print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
-from experiments.runs.config import ConfigError, register_resolvers, validate
-from experiments.runs.identities import LLM_SLOTS, identity_tags, slot_models
+from experiments.evaluation.settings import EvalSettings
+from experiments.runs.config import ConfigError, register_config, typed, validate
+from experiments.runs.identities import identity_tags, model_slots, slot_models
 from experiments.runs.indexed import prepare_pipeline
 from experiments.runs.portable import PORTABLE_CONFIG, portable_config
 from experiments.runs.sweep import ParentRun, job_tags, override_key_value, short_labels
@@ -105,7 +106,7 @@ def run_job(
 
     The run opens before validation, so even a bad sweep point is recorded as a FAILED child with its error.
     """
-    register_resolvers()
+    register_config()
     identity = identity or job_identity(cfg, [])
     if parent is None:
         experiment_id = use_experiment(cfg.mlflow, experiment_name(cfg))
@@ -145,11 +146,12 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if query.llm_components:  # an unreachable endpoint fails before indexing
         check_endpoint(cfg.models.generator)
     for slot, model in slot_models(cfg, query).items():
-        check_endpoint(model, key=f"{LLM_SLOTS[slot][0]}.endpoint")
+        check_endpoint(model, key=f"{model_slots(query)[slot].section}.endpoint")
     embeddings = _answer_embeddings(cfg, query)
+    settings = typed(cfg, "eval", EvalSettings)
     judge = None
-    if embeddings is not None and cfg.eval.get("judge"):  # checks its endpoint, also before indexing
-        judge = openai_compatible_judge(cfg.eval.judge, embeddings)
+    if embeddings is not None and settings.judge is not None:  # checks its endpoint, also before indexing
+        judge = openai_compatible_judge(settings.judge, embeddings)
 
     index = prepared.index()
     if index.rebuilt_reason:
@@ -166,15 +168,6 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     _tag_identity(dataset, index, query)
     mlflow.set_tags(identity_tags(prepared.models))
 
-    settings = EvalSettings(
-        ks=list(cfg.eval.ks),
-        min_overlap=cfg.eval.min_overlap,
-        pass_f1=cfg.eval.pass_f1,
-        redundancy_threshold=cfg.eval.redundancy_threshold,
-        confidence=cfg.eval.confidence,
-        trace_sample=cfg.eval.trace_sample,
-        trace_full=cfg.eval.trace_full,
-    )
     if judge is not None:
         mlflow.set_tags(identity_tags({"judge": judge.identity}))
     similarity = Similarity(embeddings) if embeddings is not None else None

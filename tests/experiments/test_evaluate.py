@@ -7,8 +7,9 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.datasets.golden import EvidenceSpan, GoldenItem
-from experiments.evaluation.evaluate import EvalInputError, EvalSettings, evaluate
+from experiments.evaluation.evaluate import EvalInputError, evaluate
 from experiments.evaluation.judge import Judge
+from experiments.evaluation.settings import EvalSettings
 from pipelines.builder import build_pipeline
 from tests.support.handbook import HOTEL, LEAVE, follow_up, store
 from tests.support.pipeline_specs import answer_stage

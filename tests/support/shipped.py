@@ -2,19 +2,15 @@
 
 from typing import Any
 
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.runs.config import register_resolvers
+from experiments.runs.config import compose
 from pipelines.instantiate import instantiate_component
-from tests.support.paths import CONF
 
 
 def composed(*overrides: str) -> DictConfig:
     """conf/config.yaml composed with command-line style overrides, as run.py composes it."""
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    return compose(overrides)
 
 
 def shipped(overrides: list[str], key: str, resources: dict[str, Any] | None = None) -> tuple[Any, DictConfig]:

@@ -1,0 +1,112 @@
+"""The run's config groups as typed records (`retriever`, `ingest`, `selfcheck`, `mlflow`).
+
+conf/ extends them (Hydra's ConfigStore, experiments/runs/config.py), so a default is written once, here, with
+what it means; docs/config.md is generated from these and the YAML files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+
+@dataclass
+class Bm25Settings:
+    # Term-frequency saturation: higher lets a repeated term count for longer.
+    k1: float = 1.5
+    # Length normalisation: 0 ignores chunk length, 1 normalises fully.
+    b: float = 0.75
+    # lucene | robertson | atire | bm25l | bm25+
+    method: str = "lucene"
+    # en: English stopwords removed; null: keep all tokens.
+    stopwords: str | None = None
+
+
+@dataclass
+class FusionSettings:
+    # dbsf (score-aware) | rrf (rank-only) | merge | concatenate. Measurements: docs/results/.
+    mode: str = "dbsf"
+    # dbsf: share of a document's other paths' rescaled scores added to its best path's. This and the dense weight
+    # depend on how good the dense path is, so an embedder config may set its own (models.embedder.fusion).
+    agreement_bonus: float = "${oc.select:models.embedder.fusion.agreement_bonus,0.2}"  # type: ignore[assignment]
+    # rrf: rank constant k in weight / (k + rank).
+    rrf_k: float = 60.0
+    # Per-path weight; the dense one may come from the embedder config (models.embedder.fusion.dense_weight).
+    weights: dict[str, float] = field(
+        default_factory=lambda: {"bm25": 1.0, "dense": "${oc.select:models.embedder.fusion.dense_weight,1.0}"}  # type: ignore[dict-item]
+    )
+    # Per-path minimum score before fusion: a path with no real match adds nothing.
+    min_scores: dict[str, float] = field(default_factory=lambda: {"bm25": 0.0, "dense": 0.0})
+    # Weight multiplier for the dense path when the query's language is not in models.embedder.languages.
+    unfit_weight: float = 0.0
+    # Query-adaptive weights: null | gap | entropy, each path's weight times (0.1 + its confidence) ** strength.
+    # Off: across seven sets it never held the 2 % rule better than the static default
+    # (docs/results/2026-12-01-fusion-loso-e5.md).
+    confidence: str | None = None
+    # The exponent of the confidence weighting; 0 turns it off.
+    confidence_strength: float = 0.0
+    # auto: fit the dense weight to this corpus at index time, from pseudo-queries made of its own chunks (no labels;
+    # pipelines/fusion_fit.py), cached with the index and logged as fusion/fit/* params. null: the weights above.
+    fit: str | None = None
+    # The pseudo-queries: sentence (a chunk's longest sentence) | half (its first half).
+    fit_queries: str = "sentence"
+
+
+@dataclass
+class RetrieverSettings:
+    # Final number of retrieved chunks.
+    top_k: int = 20
+    # Chunks each path (BM25, dense) hands to fusion.
+    candidates: int = 50
+    # Filters every retriever applies before ranking, e.g. {field: meta.lang, operator: "==", value: en}: a Haystack
+    # filter, checked by the retrievers when they are built.
+    filters: Any = None
+    # merge: a request's filters (a golden item's, or the server's tenant scope) are ANDed with `filters`, so they
+    # only narrow; replace: a request's filters take their place.
+    filter_policy: str = "merge"
+    bm25: Bm25Settings = field(default_factory=Bm25Settings)
+    fusion: FusionSettings = field(default_factory=FusionSettings)
+
+
+@dataclass
+class IngestSettings:
+    """Each conf/ingest/ option names its chunking and its splitter chain; the sizes are shared."""
+
+    # The chunking's name, as logged (the option's).
+    name: str = MISSING
+    # Characters per chunk, at most.
+    chunk_size: int = 500
+    # Characters a chunk shares with the one before it (fewer than chunk_size).
+    chunk_overlap: int = 50
+    # Literal strings (not regexes), tried in order; each stays at the end of the piece before it.
+    separators: list[str] = field(default_factory=list)
+    # Prefix each chunk with its markdown heading path ("A > B") before embedding and BM25.
+    heading_prefix: bool = False
+    # Index snapshots, one folder per index fingerprint (`ragtune cache list` shows them).
+    cache_dir: str = "${paths.cache}/index"
+    # A corpus that changed since an index of these settings was built: take that index's chunks for the documents
+    # that did not change and ingest only the rest (same result and fingerprint as a cold build).
+    update: bool = False
+    # Splitters run in this order; each is named under `splitters`.
+    chain: list[str] = MISSING
+    # Name -> a Haystack component config.
+    splitters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SelfCheckSettings:
+    # Self-check (answer=llm): an answer whose citations do not support some of its sentences is retried with feedback
+    # naming them (prompt.retry_feedback), at most this many times, then refused in the question's language. 0: off.
+    max_retries: int = 0
+
+
+@dataclass
+class MlflowSettings:
+    # null: $MLFLOW_TRACKING_URI when set, else the local store sqlite:///mlruns/mlflow.db (supports the registry).
+    tracking_uri: str | None = None
+    # null: beside a sqlite store (DB_FOLDER/artifacts); a tracking server keeps its own. Fixed per experiment.
+    artifact_root: str | None = None
+    # null: the dataset's name (dataset.name, else its folder's name).
+    experiment: str | None = None
