@@ -94,7 +94,7 @@ def evaluate(
     views: dict[str, list[dict[str, float] | None]] = {}
     latencies: list[float] = []
     component_ms: dict[str, list[float]] = {}
-    records: list[dict[str, Any]] = []
+    records: list[QuestionRecord] = []
     components = [instance for _, instance in query.pipeline.walk()]
     costs = query.answer_output is not None or bool(query.llm_components)  # else there is nothing to count
     with (
@@ -135,25 +135,28 @@ def evaluate(
                 layer = OK
             else:
                 layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade)
-            record = _record(item, ranked, scores, latencies[-1], answer, layer_scores) | {"layer": layer} | grading
-            if item.route is not None:
-                record["expected_route"] = item.route
-            if routed is not None:
-                record["route"] = routed
-            if query.rewriter is not None:
-                rewrite = outputs.get(query.rewriter, {})
-                record["rewritten_question"] = rewrite.get("question", item.question)
-                if "question" not in rewrite:  # an expander: its queries are the rewrite
-                    record["rewritten_queries"] = list(rewrite.get("queries") or [])
-            records.append(record | ({"judge_errors": judge_errors} if judge_errors else {}))
+            records.append(QuestionRecord(
+                id=item.id,
+                question=item.question,
+                category=item.category or "none",
+                answerable=item.answerable,
+                latency_ms=round(latencies[-1], 2),
+                layer=layer,
+                reference=item.reference_answer,
+                answer=answer_fields(answer) if answer is not None else {},
+                scores=_view_scores(scores) | layer_scores,
+                chunks=_logged_chunks(ranked),
+                routing=_routing(item, routed, outputs.get(query.rewriter, {}) if query.rewriter is not None else None),
+                extras=grading | ({"judge_errors": judge_errors} if judge_errors else {}),
+            ))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
     metrics |= _input_summary(query, golden) | _unlocated_summary(records)
     metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
-    metrics |= layer_counts([record["layer"] for record in records])
+    metrics |= layer_counts([record.layer for record in records])
     metrics |= _intervals(records, settings.confidence)
     metrics["eval/traced_questions"] = len(traces.trace_ids)
-    return Evaluation(metrics, [QuestionRecord.from_json(r) for r in records], time.perf_counter() - start)
+    return Evaluation(metrics, records, time.perf_counter() - start)
 
 
 def pipeline_inputs(query: BuiltPipeline, item: GoldenItem) -> dict[str, Any]:
@@ -215,9 +218,9 @@ def _unlocated(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> d
     }
 
 
-def _unlocated_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    names = {key for record in records for key in record if key.endswith("/unlocated_documents")}
-    return {name: float(sum(record.get(name, 0) for record in records)) for name in sorted(names)}
+def _unlocated_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
+    names = {key for record in records for key in record.scores if key.endswith("/unlocated_documents")}
+    return {name: float(sum(_values(records, name))) for name in sorted(names)}
 
 
 def _first_broken_layer(
@@ -293,34 +296,36 @@ def _layer_scores(
     return scores
 
 
-def _record(
-    item: GoldenItem,
-    ranked: dict[str, list[Document]],
-    scores: dict[str, dict[str, float] | None],
-    latency_ms: float,
-    answer: GeneratedAnswer | None,
-    layer_scores: dict[str, float],
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "id": item.id,
-        "question": item.question,
-        "category": item.category or "none",
-        "answerable": item.answerable,
-        "latency_ms": round(latency_ms, 2),
-        "reference": item.reference_answer,
+def _view_scores(scores: Mapping[str, dict[str, float] | None]) -> dict[str, float]:
+    """Every rank metric of the headline views; of the other views, those the paired comparison tests."""
+    return {
+        f"{view}/{name}": value
+        for view, values in scores.items()
+        for name, value in (values or {}).items()
+        if view in ("retrieval", "context") or name in VIEW_RECORD_METRICS
     }
-    if answer is not None:
-        record |= answer_fields(answer)
-    for view, docs in ranked.items():
-        record[f"{view}/chunks"] = [
-            {"id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score} for d in docs[:MAX_LOGGED_DOCS]
-        ]
-    for view, values in scores.items():
-        headline = view in ("retrieval", "context")
-        record |= {
-            f"{view}/{name}": value for name, value in (values or {}).items() if headline or name in VIEW_RECORD_METRICS
-        }
-    return record | layer_scores
+
+
+def _logged_chunks(ranked: Mapping[str, list[Document]]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        view: [{"id": d.id, "doc_id": d.meta.get("doc_id"), "score": d.score} for d in docs[:MAX_LOGGED_DOCS]]
+        for view, docs in ranked.items()
+    }
+
+
+def _routing(item: GoldenItem, routed: str | None, rewrite: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The route expected and taken, and the rewrite the question was searched with (a rewriter's question, or an
+    expander's queries)."""
+    routing: dict[str, Any] = {}
+    if item.route is not None:
+        routing["expected_route"] = item.route
+    if routed is not None:
+        routing["route"] = routed
+    if rewrite is not None:
+        routing["rewritten_question"] = rewrite.get("question", item.question)
+        if "question" not in rewrite:
+            routing["rewritten_queries"] = list(rewrite.get("queries") or [])
+    return routing
 
 
 def _summarise(
@@ -343,7 +348,7 @@ def _summarise(
     return metrics
 
 
-def _layer_summary(records: list[dict[str, Any]], has_answer: bool, costs: bool) -> dict[str, float]:
+def _layer_summary(records: Sequence[QuestionRecord], has_answer: bool, costs: bool) -> dict[str, float]:
     """Context and answer means; cost where a model may be called (an answer stage, or an LLM on the query side)."""
     metrics = {name: value for name in metric_names.CONTEXT if (value := _mean(records, name)) is not None}
     if not costs:
@@ -355,21 +360,24 @@ def _layer_summary(records: list[dict[str, Any]], has_answer: bool, costs: bool)
         return metrics
     answer_names = (*metric_names.ANSWER, *metric_names.SELFCHECK)
     metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in answer_names) if value is not None}
-    metrics["answer/judge_failures"] = float(sum(r.get("answer/judge_failed", 0) for r in records))
+    metrics["answer/judge_failures"] = float(sum(r.score("answer/judge_failed") or 0.0 for r in records))
     return metrics
 
 
-def _mean(records: Sequence[dict[str, Any]], name: str) -> float | None:
-    values = [r[name] for r in records if r.get(name) is not None]
+def _values(records: Sequence[QuestionRecord], name: str) -> list[float]:
+    return [value for r in records if (value := r.score(name)) is not None]
+
+
+def _mean(records: Sequence[QuestionRecord], name: str) -> float | None:
+    values = _values(records, name)
     return float(np.mean(values)) if values else None
 
 
-def _intervals(records: list[dict[str, Any]], confidence: float) -> dict[str, float]:
+def _intervals(records: Sequence[QuestionRecord], confidence: float) -> dict[str, float]:
     """Bootstrap CI of the mean for each headline metric, over the questions that have it."""
     metrics = {}
     for name in metric_names.HEADLINE:
-        values = [r[name] for r in records if r.get(name) is not None]
-        if values:
+        if values := _values(records, name):
             interval = mean_ci(values, confidence)
             metrics |= {f"{name}/ci95_low": interval.low, f"{name}/ci95_high": interval.high}
     return metrics

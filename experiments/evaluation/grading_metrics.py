@@ -12,6 +12,7 @@ from typing import Any
 
 from components.crag.crag_evaluator import LABELS
 from components.routers.routes import CONVERSATIONAL
+from experiments.evaluation.question_record import QuestionRecord
 
 
 def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,12 +25,12 @@ def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def grading_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    rows = [r for r in records if r.get("crag_label") and r.get("expected_route") not in CONVERSATIONAL]
+def grading_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
+    rows = [r for r in records if r.extras.get("crag_label") and r.routing.get("expected_route") not in CONVERSATIONAL]
     if not rows:
         return {}
-    labels = [r["crag_label"] for r in rows]
+    labels = [r.extras["crag_label"] for r in rows]
     metrics = {f"crag/label_{label}_rate": labels.count(label) / len(rows) for label in LABELS}
-    right = [(r["crag_label"] == "incorrect") != bool(r["answerable"]) for r in rows]
+    right = [(label == "incorrect") != bool(r.answerable) for r, label in zip(rows, labels, strict=True)]
     metrics["crag/label_accuracy"] = sum(right) / len(rows)
     return metrics

@@ -15,6 +15,7 @@ from typing import Any
 
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation import metric_names
+from experiments.evaluation.question_record import QuestionRecord
 
 # Numbers and anything holding a digit (20, $310, P2, SEV3, 2023-04), acronyms and ids (HR, VPN, MFA),
 # and capitalised words inside a sentence (Northwind, London): the facts a rewrite must not lose.
@@ -49,16 +50,16 @@ def query_scores(item: GoldenItem, outputs: Mapping[str, Any]) -> dict[str, floa
     return scores
 
 
-def query_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def query_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
     """Run-level query metrics; empty for a pipeline without a rewriter."""
-    rows = [r for r in records if "query/rewrites" in r]
+    rows = [r.scores for r in records if "query/rewrites" in r.scores]
     if not rows:
         return {}
-    fidelity = [r["query/fidelity"] for r in rows if "query/fidelity" in r]
+    fidelity = [float(r["query/fidelity"]) for r in rows if r.get("query/fidelity") is not None]
     values = (
-        sum(r["query/rewrites"] for r in rows) / len(rows),
-        sum(r["query/rewritten"] for r in rows) / len(rows),
-        float(sum(r["query/fallback"] for r in rows)),
+        sum(float(r["query/rewrites"]) for r in rows) / len(rows),
+        sum(float(r["query/rewritten"]) for r in rows) / len(rows),
+        float(sum(float(r["query/fallback"]) for r in rows)),
         sum(fidelity) / len(fidelity) if fidelity else None,
     )
     return {name: value for name, value in zip(metric_names.QUERY, values, strict=True) if value is not None}

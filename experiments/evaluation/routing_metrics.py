@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from components.routers.routes import CONVERSATIONAL, ROUTES
 from experiments.evaluation.metrics import latency_percentiles
+from experiments.evaluation.question_record import QuestionRecord
 
 COSTS = ("cost/llm_calls", "cost/prompt_tokens", "cost/completion_tokens")
 
@@ -32,37 +32,39 @@ def routed_wrong(expected: str | None, routed: str | None) -> bool:
     return routed in CONVERSATIONAL
 
 
-def routing_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+def routing_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
     """The share, cost and latency of each route wherever a route was recorded; router/accuracy where routes are
     route names."""
     metrics: dict[str, float] = {}
-    routed = [r for r in records if r.get("route") is not None]
-    for route in sorted({r["route"] for r in routed}):
-        rows = [r for r in routed if r["route"] == route]
+    routed = [r for r in records if r.routing.get("route") is not None]
+    for route in sorted({r.routing["route"] for r in routed}):
+        rows = [r for r in routed if r.routing["route"] == route]
         metrics[f"route/{route}_rate"] = len(rows) / len(routed)
         for name in COSTS:
-            values = [r[name] for r in rows if name in r]
+            values = [value for r in rows if (value := r.score(name)) is not None]
             if values:
                 metrics[f"{name}_per_question/route/{route}"] = float(np.mean(values))
-        metrics |= latency_percentiles(f"latency/route/{route}", [r["latency_ms"] for r in rows])
+        metrics |= latency_percentiles(f"latency/route/{route}", [r.latency_ms for r in rows])
     labelled = _labelled(records)
     if labelled:
-        metrics["router/accuracy"] = sum(r["route"] == r["expected_route"] for r in labelled) / len(labelled)
+        metrics["router/accuracy"] = sum(expected == routed for expected, routed in labelled) / len(labelled)
         metrics["router/labelled_questions"] = float(len(labelled))
     return metrics
 
 
-def _labelled(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Records with a golden route, when the pipeline's routes are route names (else there is no router to score)."""
-    rows = [r for r in records if r.get("expected_route") and r.get("route") is not None]
-    return rows if rows and all(r["route"] in ROUTES for r in rows) else []
+def _labelled(records: Sequence[QuestionRecord]) -> list[tuple[str, str]]:
+    """(golden route, route taken) of each labelled question, when the pipeline's routes are route names (else there
+    is no router to score)."""
+    pairs = [(r.routing["expected_route"], r.routing["route"]) for r in records
+             if r.routing.get("expected_route") and r.routing.get("route") is not None]
+    return pairs if pairs and all(routed in ROUTES for _, routed in pairs) else []
 
 
-def confusion(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:
-    return dict(Counter((r["expected_route"], r["route"]) for r in _labelled(records)))
+def confusion(records: Sequence[QuestionRecord]) -> dict[tuple[str, str], int]:
+    return dict(Counter(_labelled(records)))
 
 
-def write_confusion(records: Sequence[dict[str, Any]], out_dir: Path, title: str) -> list[Path]:
+def write_confusion(records: Sequence[QuestionRecord], out_dir: Path, title: str) -> list[Path]:
     """router_confusion.csv and .png (rows: the golden route, columns: the route taken); nothing without labels."""
     counts = confusion(records)
     if not counts:

@@ -305,7 +305,7 @@ def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: 
     summary.write_text(diagnosis_markdown(result.diagnosis, pipeline, pass_f1), encoding="utf-8")
     mlflow.log_artifact(str(table))
     mlflow.log_artifact(str(summary))
-    for path in write_confusion([record.to_json() for record in result.per_question], job_dir, pipeline):
+    for path in write_confusion(result.per_question, job_dir, pipeline):
         mlflow.log_artifact(str(path))
 
 

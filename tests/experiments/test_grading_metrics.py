@@ -2,6 +2,7 @@ import pytest
 from haystack import Document
 
 from experiments.evaluation.grading_metrics import grading_record, grading_summary
+from tests.support.records import record
 
 
 def test_the_record_keeps_the_label_and_each_passages_score_and_grade():
@@ -13,14 +14,14 @@ def test_the_record_keeps_the_label_and_each_passages_score_and_grade():
 
 def test_label_rates_and_accuracy_against_answerability():
     records = [
-        {"answerable": True, "crag_label": "correct"},  # right
-        {"answerable": True, "crag_label": "ambiguous"},  # right: answerable is correct or ambiguous
-        {"answerable": True, "crag_label": "incorrect"},  # wrong
-        {"answerable": False, "crag_label": "incorrect"},  # right
-        {"answerable": False, "crag_label": "ambiguous"},  # wrong
-        {"answerable": False, "crag_label": "correct", "expected_route": "no_retrieval"},  # a greeting: not graded
+        record({"answerable": True, "crag_label": "correct"}),  # right
+        record({"answerable": True, "crag_label": "ambiguous"}),  # right: answerable is correct or ambiguous
+        record({"answerable": True, "crag_label": "incorrect"}),  # wrong
+        record({"answerable": False, "crag_label": "incorrect"}),  # right
+        record({"answerable": False, "crag_label": "ambiguous"}),  # wrong
+        record({"answerable": False, "crag_label": "correct", "expected_route": "no_retrieval"}),  # a greeting: not graded
     ]
     assert grading_summary(records) == pytest.approx({
         "crag/label_correct_rate": 0.2, "crag/label_ambiguous_rate": 0.4, "crag/label_incorrect_rate": 0.4,
         "crag/label_accuracy": 0.6})
-    assert grading_summary([{"answerable": True}]) == {}  # no grader: no crag metrics
+    assert grading_summary([record({"answerable": True})]) == {}  # no grader: no crag metrics

@@ -60,10 +60,9 @@ def test_a_signal_raised_inside_a_weakref_callback_is_not_printed_but_raised_aga
 
 def test_a_signal_inside_a_deferred_step_is_raised_when_the_step_ends(usr1):
     finished = []
-    with pytest.raises(interrupts.Interrupted) as raised:
-        with interrupts.deferred():
-            os.kill(os.getpid(), signal.SIGUSR1)
-            finished.append("the step")
+    with pytest.raises(interrupts.Interrupted) as raised, interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        finished.append("the step")
     assert finished == ["the step"] and raised.value.signum == signal.SIGUSR1
     interrupts._received.clear()
     with interrupts.deferred():  # a step with no signal ends quietly

@@ -2,6 +2,7 @@ import pytest
 
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation.query_metrics import key_tokens, query_scores, query_summary
+from tests.support.records import record
 
 
 def test_key_tokens_are_numbers_ids_and_names_inside_a_sentence():
@@ -23,8 +24,8 @@ def test_fidelity_counts_the_facts_of_the_question_and_of_the_users_earlier_turn
 
 
 def test_summary_averages_rewrites_and_counts_fallbacks():
-    records = [{"query/rewrites": 2.0, "query/rewritten": 1.0, "query/fallback": 0.0, "query/fidelity": 0.5},
-               {"query/rewrites": 0.0, "query/rewritten": 0.0, "query/fallback": 1.0}]
+    records = [record({"query/rewrites": 2.0, "query/rewritten": 1.0, "query/fallback": 0.0, "query/fidelity": 0.5}),
+               record({"query/rewrites": 0.0, "query/rewritten": 0.0, "query/fallback": 1.0})]
     assert query_summary(records) == {"query/rewrites_per_question": 1.0, "query/rewritten_share": 0.5,
                                       "query/fallbacks": 1.0, "query/fidelity": 0.5}
-    assert query_summary([{"retrieval/mrr_at_10": 1.0}]) == {}
+    assert query_summary([record({"retrieval/mrr_at_10": 1.0})]) == {}
