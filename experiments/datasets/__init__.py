@@ -4,30 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
-from experiments.datasets.base import Dataset, DatasetError, config_dict
+from experiments.datasets.base import Dataset, DatasetError
 from experiments.datasets.beir import load_beir
 from experiments.datasets.demo import load_demo
 from experiments.datasets.halueval import load_halueval
 from experiments.datasets.local import load_local
-
-KINDS = ("demo", "local", "beir", "halueval")
+from experiments.datasets.settings import (
+    KINDS,
+    BeirDataset,
+    DemoDataset,
+    HaluEvalDataset,
+    LocalDataset,
+    dataset_settings,
+)
 
 __all__ = ["KINDS", "Dataset", "DatasetError", "load_dataset"]
 
 
-def load_dataset(cfg: DictConfig | Mapping, cache_dir: Path) -> Dataset:
-    """Dispatch on `dataset.kind`; `cache_dir` holds downloads (only halueval needs one)."""
-    config = config_dict(cfg)
-    kind = config.get("kind")
-    if kind == "demo":
-        return load_demo(config)
-    if kind == "local":
-        return load_local(config)
-    if kind == "beir":
-        return load_beir(config)
-    if kind == "halueval":
-        return load_halueval(config, Path(cache_dir))
-    raise DatasetError(f"dataset.kind: unknown kind {kind!r} (valid: {', '.join(KINDS)})")
+def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Dataset:
+    """The data set `cfg` (Hydra's `dataset` section, or a mapping written by hand) names, by its `kind`; `cache_dir`
+    holds downloads (only halueval needs one)."""
+    settings = dataset_settings(cfg)
+    if isinstance(settings, DemoDataset):
+        return load_demo(settings)
+    if isinstance(settings, LocalDataset):
+        return load_local(settings)
+    if isinstance(settings, BeirDataset):
+        return load_beir(settings)
+    assert isinstance(settings, HaluEvalDataset)
+    return load_halueval(settings, Path(cache_dir))

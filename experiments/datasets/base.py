@@ -5,20 +5,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from haystack import Document
-from omegaconf import DictConfig, OmegaConf
 
-from components.common.text import LANGUAGES, detect_corpus_language
+from components.common.text import detect_corpus_language
 from experiments.datasets.golden import GoldenItem
 from pipelines.errors import UserError
-
-COMMON_KEYS = ("kind", "name", "language")
 
 
 class DatasetUnavailableError(UserError, RuntimeError):
@@ -48,35 +45,9 @@ class Dataset:
     skipped_files: dict[str, str] = field(default_factory=dict)
 
 
-def config_dict(cfg: DictConfig | Mapping) -> dict[str, Any]:
-    """Plain-dict view of the dataset config, so loaders work the same for Hydra and hand-written configs."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    return dict(cfg)
-
-
-def check_keys(cfg: Mapping[str, Any], allowed: Iterable[str]) -> None:
-    """Reject unknown keys so a typo (`max_query`) fails loudly instead of silently using a default."""
-    valid = set(COMMON_KEYS) | set(allowed)
-    unknown = sorted(set(cfg) - valid)
-    if unknown:
-        raise DatasetError(
-            f"dataset.{unknown[0]}: unknown key for dataset.kind={cfg.get('kind')!r} "
-            f"(valid keys: {', '.join(sorted(valid))})"
-        )
-
-
-def require(cfg: Mapping[str, Any], key: str) -> Any:
-    """The value of a mandatory key, or an error naming it (Hydra's "???" placeholder counts as unset)."""
-    value = cfg.get(key)
-    if value is None or value in ("", "???"):
-        raise DatasetError(f"dataset.{key}: required for dataset.kind={cfg.get('kind')!r}")
-    return value
-
-
-def resolve_path(cfg: Mapping[str, Any], key: str, *, is_dir: bool) -> Path:
-    """Resolve `dataset.<key>` against the cwd (Hydra's original cwd here) and check it exists."""
-    path = Path(str(require(cfg, key))).expanduser()
+def resolve_path(value: str, key: str, *, is_dir: bool) -> Path:
+    """`dataset.<key>` resolved against the cwd (Hydra's original cwd here), checked to exist."""
+    path = Path(value).expanduser()
     path = path if path.is_absolute() else Path.cwd() / path
     if is_dir and not path.is_dir():
         raise DatasetError(f"dataset.{key}: directory not found: {path}")
@@ -85,27 +56,8 @@ def resolve_path(cfg: Mapping[str, Any], key: str, *, is_dir: bool) -> Path:
     return path
 
 
-def int_option(
-    cfg: Mapping[str, Any], key: str, default: int | None, *, minimum: int, nullable: bool
-) -> int | None:
-    """An integer option with a lower bound; `null` only where it means "all"."""
-    value = cfg.get(key, default)
-    if value is None:
-        if nullable:
-            return None
-        raise DatasetError(f"dataset.{key}: must be an integer >= {minimum}, got null")
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise DatasetError(
-            f"dataset.{key}: must be an integer >= {minimum}{' or null' if nullable else ''}, got {value!r}"
-        )
-    return value
-
-
-def resolve_language(cfg: Mapping[str, Any], texts: Sequence[str], default: str = "auto") -> str:
+def resolve_language(language: str, texts: Sequence[str]) -> str:
     """`dataset.language` as configured, or detected from the corpus when it is "auto"."""
-    language = cfg.get("language", default) or default
-    if language not in LANGUAGES:
-        raise DatasetError(f"dataset.language: must be one of {', '.join(LANGUAGES)}, got {language!r}")
     return language if language != "auto" else detect_corpus_language(texts)
 
 

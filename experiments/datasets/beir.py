@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,6 @@ from haystack import Document
 from experiments.datasets.base import (
     Dataset,
     DatasetError,
-    check_keys,
-    int_option,
     make_dataset,
     package_versions,
     read_jsonl,
@@ -22,19 +19,17 @@ from experiments.datasets.base import (
     resolve_path,
 )
 from experiments.datasets.golden import GoldenItem
+from experiments.datasets.settings import BeirDataset
 
 logger = logging.getLogger(__name__)
 
-KEYS = ("path", "split", "max_queries")
 _LISTED = 5
 
 
-def load_beir(cfg: Mapping[str, Any]) -> Dataset:
+def load_beir(config: BeirDataset) -> Dataset:
     """Load the whole corpus and the split's queries that have at least one positive qrel."""
-    check_keys(cfg, KEYS)
-    root = resolve_path(cfg, "path", is_dir=True)
-    split = str(cfg.get("split") or "test")
-    max_queries = int_option(cfg, "max_queries", None, minimum=1, nullable=True)
+    root = resolve_path(config.path, "path", is_dir=True)
+    split, max_queries = config.split, config.max_queries
     corpus_path = _existing(root / "corpus.jsonl", "path")
     queries_path = _existing(root / "queries.jsonl", "path")
     qrels_path = _qrels_path(root, split)
@@ -55,8 +50,8 @@ def load_beir(cfg: Mapping[str, Any]) -> Dataset:
 
     settings = {"kind": "beir", "split": split, "max_queries": max_queries}
     return make_dataset(
-        name=str(cfg.get("name") or "beir"),
-        language=resolve_language(cfg, [doc.content for doc in documents]),
+        name=config.name,
+        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
         documents=documents,
         golden=golden,
         settings=settings,

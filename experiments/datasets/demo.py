@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from experiments.datasets.base import (
     Dataset,
     DatasetError,
-    check_keys,
     make_dataset,
     package_versions,
     resolve_language,
@@ -17,24 +14,21 @@ from experiments.datasets.base import (
 )
 from experiments.datasets.golden import load_golden, locate_evidence
 from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
+from experiments.datasets.settings import DemoDataset
 from pipelines.conversion import AUTO_ENCODING
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"
-SUBSETS = ("en", "zh")
 
 
-def load_demo(cfg: Mapping[str, Any]) -> Dataset:
+def load_demo(config: DemoDataset) -> Dataset:
     """Load the demo like a local corpus; `subset` keeps doc ids under "<subset>/" and golden ids "<subset>-*".
 
     `golden` names the golden files of data/demo to answer: golden.jsonl (single questions, the default) and
     golden_conversations.jsonl (follow-ups with their chat history, and comparisons; `dataset=demo_conversations`).
     """
-    check_keys(cfg, ("subset", "golden", "meta_file"))
-    subset = cfg.get("subset")
-    if subset is not None and subset not in SUBSETS:
-        raise DatasetError(f"dataset.subset: must be one of {', '.join(SUBSETS)} or null, got {subset!r}")
+    subset = config.subset
     corpus_dir = DEMO_DIR / "corpus"
-    names = list(cfg.get("golden") or ["golden.jsonl"])
+    names = list(config.golden)
     golden_paths = [DEMO_DIR / name for name in names]
     missing = [str(path) for path in golden_paths if not path.is_file()]
     if missing:
@@ -43,7 +37,7 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
     if not corpus_dir.is_dir():
         raise DatasetError(f"dataset.kind=demo: the shipped demo is incomplete, expected {corpus_dir}")
 
-    meta_path = resolve_path(cfg, "meta_file", is_dir=False) if cfg.get("meta_file") else None
+    meta_path = resolve_path(config.meta_file, "meta_file", is_dir=False) if config.meta_file else None
     documents, skipped = load_corpus(corpus_dir, "**/*", meta_path, AUTO_ENCODING)
     golden = [item for path in golden_paths for item in load_golden(path, documents, skipped)]
     if subset is not None:
@@ -54,8 +48,8 @@ def load_demo(cfg: Mapping[str, Any]) -> Dataset:
 
     settings = {"kind": "demo", "subset": subset, "golden": names}
     return make_dataset(
-        name=str(cfg.get("name") or "demo") + (f"-{subset}" if subset else ""),
-        language=resolve_language(cfg, [doc.content for doc in documents]),
+        name=config.name + (f"-{subset}" if subset else ""),
+        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
         documents=documents,
         golden=golden,
         settings=settings,

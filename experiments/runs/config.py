@@ -15,8 +15,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from components.common.text import LANGUAGES
 from components.joiners.rank_fusion_joiner import MODES
+from experiments.datasets.settings import KINDS as DATASET_KINDS
+from experiments.datasets.settings import dataset_settings
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
 from experiments.runs.settings import (
     IngestSettings,
@@ -42,14 +43,15 @@ CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_di
 # Top-level keys a user may add with `+key=...` although no file declares them.
 OPTIONAL_SECTIONS = frozenset({"compare"})
 
-# Config group -> its record (conf/<group>/*.yaml extend it as `schema`); top-level section -> its record (stored
-# as `<section>_schema`, listed in the primary config's defaults).
-GROUP_SCHEMAS: dict[str, type] = {
-    "retriever": RetrieverSettings,
-    "eval": EvalSettings,
-    "eval/judge": JudgeSettings,
-    "ingest": IngestSettings,
-    "selfcheck": SelfCheckSettings,
+# Config group -> its records by the name conf/<group>/*.yaml extend them as; top-level section -> its record
+# (stored as `<section>_schema`, listed in the primary config's defaults).
+GROUP_SCHEMAS: dict[str, dict[str, type]] = {
+    "dataset": {f"schema_{kind}": record for kind, record in DATASET_KINDS.items()},  # one record per kind
+    "retriever": {"schema": RetrieverSettings},
+    "eval": {"schema": EvalSettings},
+    "eval/judge": {"schema": JudgeSettings},
+    "ingest": {"schema": IngestSettings},
+    "selfcheck": {"schema": SelfCheckSettings},
 }
 SECTION_SCHEMAS: dict[str, type] = {"mlflow": MlflowSettings}
 
@@ -87,8 +89,9 @@ def compose(
 def register_schemas(sections: Mapping[str, type] = SECTION_SCHEMAS) -> None:
     """Puts the records into Hydra's ConfigStore, where the YAML files that extend them find them."""
     store = ConfigStore.instance()
-    for group, schema in GROUP_SCHEMAS.items():
-        store.store(group=group, name="schema", node=schema)
+    for group, records in GROUP_SCHEMAS.items():
+        for name, record in records.items():
+            store.store(group=group, name=name, node=record)
     for section, schema in sections.items():
         store.store(name=f"{section}_schema", node=schema, package=section)
 
@@ -107,14 +110,16 @@ def typed(cfg: DictConfig, key: str, schema: type[T]) -> T:
 def validate(cfg: DictConfig) -> None:
     """Type-checks the plain sections against their schemas and cross-checks values."""
     _check_top_level_keys(cfg)
-    for key, schema in {**GROUP_SCHEMAS, **SECTION_SCHEMAS}.items():
-        key = key.replace("/", ".")
-        if OmegaConf.select(cfg, key) is None and key != "eval.judge":
+    records = {group.replace("/", "."): next(iter(r.values())) for group, r in GROUP_SCHEMAS.items()} | SECTION_SCHEMAS
+    for key, record in records.items():
+        if OmegaConf.select(cfg, key) is None:
+            if key == "eval.judge":  # none unless chosen
+                continue
             raise ConfigError(f"config section '{key}' is missing")
-        if OmegaConf.select(cfg, key) is not None:
-            typed(cfg, key, schema)
-    _require(cfg.dataset.get("language") in LANGUAGES, "dataset.language", f"must be one of {sorted(LANGUAGES)}")
-    _require("kind" in cfg.dataset and "name" in cfg.dataset, "dataset", "needs 'name' and 'kind'")
+        if key == "dataset":  # typed by its kind's record
+            dataset_settings(cfg.dataset)
+        else:
+            typed(cfg, key, record)
     ks = list(cfg.eval.ks)
     _require(bool(ks) and all(k > 0 for k in ks), "eval.ks", f"must be positive integers, got {ks}")
     _require(0 < cfg.eval.min_overlap <= 1, "eval.min_overlap", "must be in (0, 1]")

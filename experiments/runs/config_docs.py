@@ -34,7 +34,7 @@ The other groups hold Haystack component configs, checked against the component'
 """
 
 
-def config_reference(sections: Mapping[str, type], groups: Mapping[str, type]) -> str:
+def config_reference(sections: Mapping[str, type], groups: Mapping[str, Mapping[str, type]]) -> str:
     """The whole page: top-level keys, every group of conf/config.yaml's defaults, then the extra `sections`
     (their own config file's, e.g. `ragtune serve`'s)."""
     parts = [HEADER, _top_level()]
@@ -56,7 +56,7 @@ def _top_level() -> str:
     return "## Top level\n\n| key | default | meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
-def _group(group: str, default: str | None, records: Mapping[str, type]) -> str:
+def _group(group: str, default: str | None, records: Mapping[str, Mapping[str, type]]) -> str:
     folder = CONF_DIR / group
     chosen = f"Default: `{default}`." if default else "Chosen by other configs (a pipeline or the models group)."
     lines = [f"## `{group}`", "", chosen, ""]
@@ -66,7 +66,8 @@ def _group(group: str, default: str | None, records: Mapping[str, type]) -> str:
         choices = ", ".join(f"`{p.stem}`" for p in sorted(sub.glob("*.yaml")))
         lines.append(f"- `{group}/{sub.name}`: {choices} (conf/{group}/{sub.name}/)")
     for key in (k for k in records if k == group or k.startswith(f"{group}/")):
-        lines += ["", _keys_table(key.replace("/", "."), records[key]).rstrip()]
+        for record in records[key].values():
+            lines += ["", _keys_table(key.replace("/", "."), record).rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -76,12 +77,16 @@ def _keys_table(prefix: str, record: type) -> str:
         f"| `{key}` | `{_escape(kind)}` | {_cell(default)} | {_escape(comment)} |"
         for key, kind, default, comment in _fields(prefix, record)
     ]
-    return (f"Keys (`{record.__name__}` in `{source}`):\n\n| key | type | default | meaning |\n|---|---|---|---|\n"
+    kind = getattr(record, "kind", None)  # a group typed per option (dataset.kind) names the option
+    where = f"`{prefix}={kind}`: keys" if isinstance(kind, str) else "Keys"
+    return (f"{where} (`{record.__name__}` in `{source}`):\n\n| key | type | default | meaning |\n|---|---|---|---|\n"
             + "\n".join(rows) + "\n")
 
 
 def _fields(prefix: str, record: type) -> Iterator[tuple[str, str, Any, str]]:
-    comments = _field_comments(record)
+    comments: dict[str, str] = {}
+    for cls in reversed([c for c in record.__mro__ if dataclasses.is_dataclass(c)]):  # a subclass's own comment wins
+        comments |= {name: text for name, text in _field_comments(cls).items() if text}
     for item in dataclasses.fields(record):
         key = f"{prefix}.{item.name}"
         default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
@@ -117,7 +122,7 @@ def _field_comments(record: type) -> dict[str, str]:
 
 def _cell(value: Any) -> str:
     if value == MISSING:
-        return "set by each option"
+        return "`???` (required)"
     text = json.dumps(OmegaConf.to_container(OmegaConf.create({"v": value}))["v"], ensure_ascii=False)
     return _escape(f"`{text}`")
 

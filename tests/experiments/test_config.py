@@ -6,6 +6,8 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from experiments.datasets.base import DatasetError
+from experiments.datasets.settings import HaluEvalDataset
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
 from experiments.runs.config import ConfigError, typed, validate
 from pipelines import models
@@ -214,7 +216,6 @@ def test_overrides_reach_the_components(tmp_path):
         ("ingest.chunk_overlap=600", "ingest.chunk_overlap"),
         ("eval.ks=[0,5]", "eval.ks"),
         ("eval.min_overlap=1.5", "eval.min_overlap"),
-        ("dataset.language=fr", "dataset.language"),
         ("ingest.chain=[nope]", "ingest.chain"),
         ("ingest.chain=[]", "ingest.chain"),
         ("eval.pass_f1=2", "eval.pass_f1"),
@@ -225,6 +226,14 @@ def test_overrides_reach_the_components(tmp_path):
 def test_bad_values_fail_early_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=f"'{key}'"):
         validate(config(override))
+
+
+def test_a_dataset_is_typed_by_the_record_of_its_kind():
+    with pytest.raises(DatasetError, match="dataset.language: must be one of auto, en, zh, mixed, got 'fr'"):
+        validate(config("dataset.language=fr"))
+    with pytest.raises(DatasetError, match="dataset.corpus_dir: required for dataset.kind='local'"):
+        validate(config("dataset=local"))
+    assert config("dataset=halueval").dataset.sample == HaluEvalDataset().sample
 
 
 @pytest.mark.parametrize(

@@ -142,7 +142,7 @@ def test_beir_unknown_ids_are_errors(beir):
             r"dataset.split: no qrels for split 'dev': looked for .*qrels/dev.tsv and .*qrels.tsv",
         ),
         ({"max_queries": 0}, r"dataset.max_queries: must be an integer >= 1 or null, got 0"),
-        ({"max_queries": "5"}, r"dataset.max_queries: must be an integer >= 1 or null, got '5'"),
+        ({"max_queries": "five"}, r"dataset.max_queries: Value 'five' of type 'str' could not be converted to Integer"),
         ({"path": "/nope"}, r"dataset.path: directory not found: /nope"),
     ],
 )

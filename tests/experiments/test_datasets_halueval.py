@@ -113,7 +113,7 @@ def test_distractors_are_the_first_summarization_articles(fake):
     [
         ({"sample": 31}, r"dataset.sample: 31 exceeds the 30 HaluEval-QA questions"),
         ({"sample": 0}, r"dataset.sample: must be an integer >= 1 or null, got 0"),
-        ({"seed": None}, r"dataset.seed: must be an integer >= 0, got null"),
+        ({"seed": None}, r"dataset.seed: must not be null"),
         ({"distractors": -1}, r"dataset.distractors: must be an integer >= 0, got -1"),
         ({"samples": 3}, r"dataset.samples: unknown key for dataset.kind='halueval'"),
     ],

@@ -13,6 +13,7 @@ import pytest
 
 from experiments.datasets.demo import DEMO_DIR, load_demo
 from experiments.datasets.golden import normalise_whitespace as normalise
+from experiments.datasets.settings import DemoDataset
 
 CORPUS_DIR = DEMO_DIR / "corpus"
 GOLDEN_PATH = DEMO_DIR / "golden.jsonl"
@@ -43,7 +44,7 @@ def load_golden() -> list[dict]:
 @pytest.fixture(scope="module")
 def documents() -> dict[str, str]:
     """doc_id -> converted content of the documents the demo dataset indexes."""
-    return {doc.id: doc.content for doc in load_demo({"kind": "demo"}).documents}
+    return {doc.id: doc.content for doc in load_demo(DemoDataset()).documents}
 
 
 @pytest.fixture(scope="module")

@@ -190,6 +190,7 @@ def test_query_sampling_is_deterministic_and_keeps_page_order():
 def test_written_set_loads_as_a_local_dataset(tmp_path, monkeypatch):
     """build() without apt: a fake package folder stands in for the unpacked .deb."""
     from experiments.datasets.local import load_local
+    from experiments.datasets.settings import LocalDataset
 
     def fake_extract(cmd, check=True):  # dpkg-deb -x DEB DIR
         target = Path(cmd[-1]) / "usr/share/doc/demo/faq"
@@ -214,7 +215,7 @@ def test_written_set_loads_as_a_local_dataset(tmp_path, monkeypatch):
     assert source["documents"] == 4 and source["queries"] == 1 and source["pages"] == 1
     assert json.loads((out / "SOURCE.json").read_text(encoding="utf-8"))["deb_sha256"] == "0" * 64
     dataset = load_local(
-        {"name": "demo_faq-en", "corpus_dir": str(out / "corpus"), "golden": str(out / "golden.jsonl")}
+        LocalDataset(name="demo_faq-en", corpus_dir=str(out / "corpus"), golden=str(out / "golden.jsonl"))
     )
     assert len(dataset.documents) == 4
     [item] = dataset.golden

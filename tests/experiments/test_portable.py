@@ -7,12 +7,12 @@ from experiments.runs.portable import portable_config, project_files, relocated
 
 
 def test_the_portable_config_keeps_model_references_and_makes_project_paths_relative():
-    cfg = compose(["pipeline=adaptive", f"dataset.golden={PROJECT_DIR / 'data' / 'demo' / 'golden.jsonl'}"])
+    cfg = compose(["pipeline=adaptive", f"dataset.meta_file={PROJECT_DIR / 'data' / 'demo' / 'tenants.jsonl'}"])
     text = portable_config(cfg)
     assert "${model_path:${models.embedder.model}}" in text and "site-packages" not in text
     assert str(PROJECT_DIR) not in text
-    assert OmegaConf.to_container(OmegaConf.create(text))["dataset"]["golden"] == "${project_path:data/demo/golden.jsonl}"
-    assert project_files(text) == ["data/demo/golden.jsonl", "data/router/examples.jsonl"]
+    assert OmegaConf.to_container(OmegaConf.create(text))["dataset"]["meta_file"] == "${project_path:data/demo/tenants.jsonl}"
+    assert project_files(text) == ["data/demo/tenants.jsonl", "data/router/examples.jsonl"]
 
 
 def test_paths_outside_the_project_stay_as_given():
