@@ -12,10 +12,12 @@ from experiments.datasets.base import Dataset, DatasetError
 from experiments.datasets.beir import load_beir
 from experiments.datasets.demo import load_demo
 from experiments.datasets.halueval import load_halueval
+from experiments.datasets.holdout import holdout
 from experiments.datasets.local import load_local
 from experiments.datasets.settings import (
     KINDS,
     BeirDataset,
+    DatasetSettings,
     DemoDataset,
     HaluEvalDataset,
     LocalDataset,
@@ -29,6 +31,10 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     """The data set `cfg` (Hydra's `dataset` section, or a mapping written by hand) names, by its `kind`; `cache_dir`
     holds downloads (only halueval needs one)."""
     settings = dataset_settings(cfg)
+    return holdout(_load(settings, Path(cache_dir)), settings.holdout)
+
+
+def _load(settings: DatasetSettings, cache_dir: Path) -> Dataset:
     if isinstance(settings, DemoDataset):
         return load_demo(settings)
     if isinstance(settings, LocalDataset):
@@ -36,4 +42,4 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     if isinstance(settings, BeirDataset):
         return load_beir(settings)
     assert isinstance(settings, HaluEvalDataset)
-    return load_halueval(settings, Path(cache_dir))
+    return load_halueval(settings, cache_dir)

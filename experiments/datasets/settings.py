@@ -20,6 +20,23 @@ from experiments.datasets.base import DatasetError
 from pipelines.conversion import AUTO_ENCODING
 
 DEMO_SUBSETS = ("en", "zh")
+HOLDOUT_PARTS = ("all", "dev", "test")
+
+
+@dataclass
+class HoldoutSettings:
+    # all: every golden question; dev: the part a search tunes on; test: the questions it never sees, to report on.
+    use: str = "all"
+    # The share of the questions in the test part, kept in each category, language and answerability.
+    test_share: float = 0.3
+    # The split's seed: the same seed and ids give the same parts on every machine.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.use not in HOLDOUT_PARTS:
+            raise DatasetError(f"dataset.holdout.use: must be one of {', '.join(HOLDOUT_PARTS)}, got {self.use!r}")
+        if not 0 < self.test_share < 1:
+            raise DatasetError(f"dataset.holdout.test_share: must be in (0, 1), got {self.test_share!r}")
 
 
 @dataclass
@@ -30,6 +47,8 @@ class DatasetSettings:
     kind: str = MISSING
     # auto (detected from the corpus) | en | zh | mixed: picks tokenisers, prompts and refusals.
     language: str = "auto"
+    # Dev and test parts of the golden set (experiments/datasets/holdout.py).
+    holdout: HoldoutSettings = field(default_factory=HoldoutSettings)
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
