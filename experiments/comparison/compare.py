@@ -111,6 +111,10 @@ def _bars(frame: pd.DataFrame, ax: Axes, title: str, ylim: tuple[float, float] |
     ax.grid(axis="y", alpha=0.3)
 
 
+# The golden questions a run answered (runner._tag_identity): only runs that answered the same ones pair up.
+GOLDEN_TAG = "ragtune.golden_fingerprint"
+
+
 def report_sweep(
     parent_run_id: str, png: Path, metrics: Sequence[str] = (*QUALITY, *COST), baseline: str | None = None
 ) -> pd.DataFrame:
@@ -148,8 +152,14 @@ def paired_tests(
     metrics: Sequence[str] | None,
     log_to: str | None = None,
 ) -> None:
-    """Paired tests of each candidate against the baseline; a run without per-question records is skipped, named."""
+    """Paired tests of each candidate against the baseline; a run without per-question records, or one that answered
+    other questions (an Optuna study's test-part runs), is skipped, named."""
+    golden = baseline.data.tags.get(GOLDEN_TAG)
     for candidate in candidates:
+        if golden is not None and candidate.data.tags.get(GOLDEN_TAG, golden) != golden:
+            print(f"compare: paired tests skipped for {labels[candidate.info.run_id]}: it answered another golden set "
+                  "than the baseline", file=sys.stderr)
+            continue
         title = f"{labels[candidate.info.run_id]} vs baseline {labels[baseline.info.run_id]}"
         try:
             compare_runs(client, baseline.info.run_id, candidate.info.run_id, out_dir, metrics, log_to, title)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from haystack import Document
 from omegaconf import DictConfig
 
 from experiments.datasets.base import Dataset, DatasetError
@@ -13,7 +14,7 @@ from experiments.datasets.beir import load_beir
 from experiments.datasets.demo import load_demo
 from experiments.datasets.halueval import load_halueval
 from experiments.datasets.holdout import holdout
-from experiments.datasets.local import load_local
+from experiments.datasets.local import corpus_files, load_local
 from experiments.datasets.settings import (
     KINDS,
     BeirDataset,
@@ -32,6 +33,14 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     holds downloads (only halueval needs one)."""
     settings = dataset_settings(cfg)
     return holdout(_load(settings, Path(cache_dir)), settings.holdout)
+
+
+def corpus_documents(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> list[Document]:
+    """The documents of a data set, without its golden set: a local corpus needs none (`ragtune testset`)."""
+    settings = dataset_settings(cfg)
+    if isinstance(settings, LocalDataset):
+        return corpus_files(settings)[0]
+    return _load(settings, Path(cache_dir)).documents
 
 
 def _load(settings: DatasetSettings, cache_dir: Path) -> Dataset:

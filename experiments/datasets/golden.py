@@ -185,6 +185,16 @@ def locate_evidence(
 # --- parsing -------------------------------------------------------------------------------------------------
 
 
+def locate_each(items: Sequence[GoldenItem], documents: Sequence[Document]) -> list[GoldenItem | None]:
+    """Each item with its quotes located, or None where a quote (or its source) is not in `documents`: for sets
+    that drop what cannot be found (experiments/datasets/testset.py) instead of stopping."""
+    located, _ = _locate(items, [item.id for item in items], documents, {})
+    by_id = {item.id: item for item in located}
+    return [
+        found if (found := by_id.get(item.id)) is not None and all(found.evidence_spans) else None for item in items
+    ]
+
+
 def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenItem]], list[str]]:
     """(line number, item) for every valid line, plus one message per problem."""
     parsed: list[tuple[int, GoldenItem]] = []

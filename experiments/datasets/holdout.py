@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from components.common.text import detect_language
-from experiments.datasets.base import Dataset
+from experiments.datasets.base import Dataset, golden_fingerprint
 from experiments.datasets.golden import GoldenItem
 from experiments.datasets.settings import HoldoutSettings
 
@@ -53,6 +53,7 @@ def holdout(dataset: Dataset, settings: HoldoutSettings) -> Dataset:
     return dataclasses.replace(
         dataset,
         golden=golden,
+        golden_fingerprint=golden_fingerprint(golden),
         fingerprint=hashlib.sha256(f"{dataset.fingerprint}:{json.dumps(part, sort_keys=True)}".encode()).hexdigest(),
         source={**dataset.source, "holdout": part, "questions_in_set": len(dataset.golden)},
     )

@@ -24,11 +24,14 @@ CONVERSION_PACKAGES = ("haystack-ai", "trafilatura", "pypdf")
 
 def load_local(config: LocalDataset) -> Dataset:
     """Convert every matching file under `dataset.corpus_dir`, then load and locate the golden set in it."""
-    corpus_dir = resolve_path(config.corpus_dir, "corpus_dir", is_dir=True)
+    if config.golden is None:
+        raise DatasetError(
+            "dataset.golden: required for dataset.kind='local'; no golden set yet? `ragtune testset dataset=local "
+            f"dataset.corpus_dir={config.corpus_dir} --out golden.jsonl` writes one from the corpus"
+        )
     golden_path = resolve_path(config.golden, "golden", is_dir=False)
-    meta_path = resolve_path(config.meta_file, "meta_file", is_dir=False) if config.meta_file else None
+    corpus_dir, meta_path = _corpus_paths(config)
     glob, encoding = config.glob, config.encoding
-
     documents, skipped = load_corpus(corpus_dir, glob, meta_path, encoding)
     golden = load_golden(golden_path, documents, skipped)
     return make_dataset(
@@ -51,6 +54,18 @@ def load_local(config: LocalDataset) -> Dataset:
         },
         skipped_files=skipped,
     )
+
+
+def corpus_files(config: LocalDataset) -> Conversion:
+    """The documents of `dataset.corpus_dir` (and the files skipped, with why)."""
+    corpus_dir, meta_path = _corpus_paths(config)
+    return load_corpus(corpus_dir, config.glob, meta_path, config.encoding)
+
+
+def _corpus_paths(config: LocalDataset) -> tuple[Path, Path | None]:
+    corpus_dir = resolve_path(config.corpus_dir, "corpus_dir", is_dir=True)
+    meta_path = resolve_path(config.meta_file, "meta_file", is_dir=False) if config.meta_file else None
+    return corpus_dir, meta_path
 
 
 def load_corpus(corpus_dir: Path, glob: str, meta_path: Path | None, encoding: str) -> Conversion:

@@ -81,8 +81,8 @@ class LocalDataset(DatasetSettings):
     kind: str = "local"
     # Your corpus: a folder of .txt/.md/.html/.pdf files (relative paths resolve against the directory you run from).
     corpus_dir: str = MISSING
-    # Its golden set, a JSONL file (docs/datasets.md#the-golden-format).
-    golden: str = MISSING
+    # Its golden set, a JSONL file (docs/datasets.md#golden-jsonl); none yet: `ragtune testset` writes one.
+    golden: str | None = None
     # Which files of corpus_dir to read; hidden files and folders are always left out.
     glob: str = "**/*"
     # Text encoding of .txt/.md files: auto (UTF-8, else the detected charset) or a Python codec such as gbk, big5.

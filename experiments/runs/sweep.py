@@ -19,7 +19,7 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import CONFIG_GROUPS
 
@@ -198,9 +198,14 @@ def _child_of_job(client: MlflowClient, parent_run_id: str, job_num: str | None)
     return next((r for r in child_runs(client, parent_run_id) if r.data.tags.get(JOB_NUM_TAG) == job_num), None)
 
 
-def report_failures(client: MlflowClient, parent_run_id: str, children: Sequence[Run]) -> None:
-    """Printed last and kept on the parent (tag + failed_jobs.txt): a sweep that went on past a bad point says so."""
-    _failed_labels[:] = [label for label, _ in failed_children(children)]
+def report_failures(
+    client: MlflowClient, parent_run_id: str, children: Sequence[Run], search: bool = False
+) -> None:
+    """Printed last and kept on the parent (tag + failed_jobs.txt): a sweep that went on past a bad point says so.
+
+    In a `search` (an Optuna study with a finished trial) a failed trial is part of the search: named, but the
+    process still exits 0."""
+    _failed_labels[:] = [] if search else [label for label, _ in failed_children(children)]
     client.set_tag(parent_run_id, FAILED_JOBS_TAG, str(len(_failed_labels)))
     summary = failure_summary(children)
     if summary:
@@ -213,4 +218,5 @@ def swept_keys(config: DictConfig) -> tuple[str, ...]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    return tuple(o.key_or_group for o in parsed if o.is_sweep_override())
+    searched = tuple(OmegaConf.select(config, "hydra.sweeper.params") or ())  # an Optuna search's own space
+    return tuple(dict.fromkeys([*(o.key_or_group for o in parsed if o.is_sweep_override()), *searched]))

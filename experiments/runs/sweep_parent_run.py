@@ -61,7 +61,8 @@ class SweepParentRun(Callback):
             if finished:
                 report_sweep(parent.run_id, sweep_dir / "comparison.png", baseline=OmegaConf.select(config, BASELINE_KEY))
         finally:
-            report_failures(client, parent.run_id, children)
+            search = finished and str(OmegaConf.select(config, "hydra.sweeper._target_")).endswith("OptunaSweeper")
+            report_failures(client, parent.run_id, children, search)
             client.set_terminated(parent.run_id, status="FINISHED" if finished else "FAILED")
 
 

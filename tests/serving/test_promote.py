@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from experiments.comparison import gate
 from experiments.runs.portable import PORTABLE_CONFIG
+from experiments.runs.sweep import OVERRIDES_TAG
 from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.ingest import save_snapshot
 from serving import promote
@@ -165,3 +166,37 @@ def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snaps
     public = promotable(client, experiment, "public", 0.6, tmp_path, metas=dict.fromkeys(SCOPED, {}), meta_file=None)
     assert promote.main([public, *args]) == gate.EXIT_REGRESSED
     assert "2 documents visible more widely: acme/leave.md, acme/review.md" in capsys.readouterr().err
+
+
+def test_a_run_chosen_on_the_dev_part_needs_its_test_part_run_or_an_explicit_waiver(tmp_path, capsys, mlflow_store):
+    uri, client, experiment = mlflow_store
+    parent = client.create_run(experiment, run_name="study").info.run_id
+    chosen = promotable(client, experiment, "chosen", 0.6, tmp_path)
+    for key, value in {"mlflow.parentRunId": parent, OVERRIDES_TAG: "dataset.holdout.use=dev retriever.top_k=10"}.items():
+        client.set_tag(chosen, key, value)
+    client.log_param(chosen, "dataset.holdout.use", "dev")
+    args = [chosen, "--name", "rag", "--tracking-uri", uri]
+
+    assert promote.main(args) == gate.EXIT_REGRESSED
+    assert "was chosen on the dev part of its golden set (dataset.holdout.use=dev)" in capsys.readouterr().err
+
+    other = client.create_run(experiment, tags={"mlflow.parentRunId": parent,
+                                                OVERRIDES_TAG: "dataset.holdout.use=test retriever.top_k=20"}).info.run_id
+    client.log_param(other, "dataset.holdout.use", "test")
+    client.set_terminated(other)
+    assert promote.main(args) == gate.EXIT_REGRESSED  # a test run of another configuration does not count
+
+    tested = client.create_run(experiment, tags={"mlflow.parentRunId": parent,
+                                                 OVERRIDES_TAG: "dataset.holdout.use=test retriever.top_k=10"}).info.run_id
+    client.log_param(tested, "dataset.holdout.use", "test")
+    client.set_terminated(tested)
+    assert promote.main(args) == 0
+
+
+def test_the_test_part_check_can_be_waived_and_leaves_other_runs_alone(tmp_path, mlflow_store):
+    uri, client, experiment = mlflow_store
+    chosen = promotable(client, experiment, "chosen", 0.6, tmp_path)
+    client.log_param(chosen, "dataset.holdout.use", "dev")
+    assert promote.main([chosen, "--name", "rag", "--tracking-uri", uri, "--no-test-split"]) == 0
+    plain = promotable(client, experiment, "plain", 0.6, tmp_path)
+    assert promote.main([plain, "--name", "rag2", "--tracking-uri", uri]) == 0

@@ -1,0 +1,145 @@
+"""Does a generated golden set rank configurations the way the human-written questions of the same corpus do?
+
+    python -m benchmarks.testset_tau                  # demo-en, demo-zh and every set under .cache/ragtune/doc_sets/
+    python -m benchmarks.testset_tau --sets demo-en python_faq-en --size 60
+
+Per set, `ragtune testset`'s generator writes questions from the corpus alone (experiments/datasets/testset.py);
+then each configuration below (pipelines x fusion x candidates x BM25 parameters, retrieval only) is built once
+over the set's index and answers both the human-written golden questions and the generated ones. Kendall's tau
+between the two MRR@10 columns says whether the generated set orders the configurations as the human one does:
+a generated set is useful for choosing among configurations only where tau is high. Writes
+docs/results/<date>-testset-tau.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scipy.stats import kendalltau  # noqa: E402
+
+from experiments.datasets.golden import GoldenItem  # noqa: E402
+from experiments.datasets.testset import generate_testset  # noqa: E402
+from experiments.evaluation.evaluate import evaluate  # noqa: E402
+from experiments.evaluation.settings import EvalSettings  # noqa: E402
+from experiments.runs.config import compose  # noqa: E402
+from experiments.runs.indexed import prepare_pipeline  # noqa: E402
+
+RESULTS = ROOT / "docs" / "results"
+DOC_SETS = ROOT / ".cache" / "ragtune" / "doc_sets"
+METRIC = "retrieval/mrr_at_10"
+CONFIGS: dict[str, list[str]] = {
+    "bm25": ["pipeline=bm25"],
+    "bm25 k1=0.6 b=0.3": ["pipeline=bm25", "retriever.bm25.k1=0.6", "retriever.bm25.b=0.3"],
+    "bm25_haystack": ["pipeline=bm25_haystack"],
+    "dense": ["pipeline=dense"],
+    "hybrid dbsf": ["pipeline=hybrid"],
+    "hybrid rrf": ["pipeline=hybrid", "retriever.fusion.mode=rrf"],
+    "hybrid merge": ["pipeline=hybrid", "retriever.fusion.mode=merge"],
+    "hybrid concatenate": ["pipeline=hybrid", "retriever.fusion.mode=concatenate"],
+    "hybrid candidates=5": ["pipeline=hybrid", "retriever.candidates=5"],
+}
+HUMAN_QUESTIONS = 150  # a seeded sample of larger human sets, to bound the time
+
+
+@dataclass(frozen=True)
+class SetResult:
+    name: str
+    human: int
+    generated: int
+    scores: dict[str, tuple[float, float]]  # config -> (human MRR@10, generated MRR@10)
+
+    @property
+    def tau(self) -> tuple[float, float]:
+        human, generated = zip(*self.scores.values(), strict=True)
+        result = kendalltau(human, generated)
+        return float(result.statistic), float(result.pvalue)
+
+
+def set_overrides(name: str) -> list[str]:
+    if name in ("demo-en", "demo-zh"):
+        return ["dataset=demo", f"dataset.subset={name[-2:]}", "dataset.golden=[golden.jsonl]"]
+    folder = DOC_SETS / name
+    return ["dataset=local", f"dataset.name={name}", f"dataset.corpus_dir={folder / 'corpus'}",
+            f"dataset.golden={folder / 'golden.jsonl'}"]
+
+
+def measure(name: str, size: int, seed: int) -> SetResult:
+    settings = EvalSettings(ks=[10], trace_sample=0)
+    generated: list[GoldenItem] = []
+    human: list[GoldenItem] = []
+    scores = {}
+    for label, overrides in CONFIGS.items():
+        prepared = prepare_pipeline(compose([*set_overrides(name), *overrides]))
+        if not generated:
+            generated = [item for item in generate_testset(prepared.dataset.documents, size, seed).kept if item.answerable]
+            human = [item for item in prepared.dataset.golden if item.answerable]
+            human = random.Random(seed).sample(human, min(HUMAN_QUESTIONS, len(human)))
+        prepared.index()
+        prepared.warm_up()
+        on_human = evaluate(prepared.query, human, settings, progress=False).metrics[METRIC]
+        on_generated = evaluate(prepared.query, generated, settings, progress=False).metrics[METRIC]
+        scores[label] = (on_human, on_generated)
+        print(f"  {name:24} {label:22} human {on_human:.3f}  generated {on_generated:.3f}", file=sys.stderr)
+    return SetResult(name, len(human), len(generated), scores)
+
+
+def report(results: Sequence[SetResult], command: str, size: int) -> str:
+    lines = [
+        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        "",
+        "# Generated golden sets: do they rank configurations as human-written questions do?",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+        f"Generator: offline (`ragtune testset`, templates, no LLM), {size} questions asked per set, the "
+        f"answerable ones scored. Human questions: the set's own golden questions (FAQ and manual headings for "
+        f"the doc sets), a seeded sample of at most {HUMAN_QUESTIONS}. Metric: {METRIC} of {len(CONFIGS)} "
+        "retrieval configurations, each built once over the set's index and asked both sets.",
+        "",
+        "| set | human questions | generated questions | Kendall tau | p |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        tau, p = result.tau
+        lines.append(f"| {result.name} | {result.human} | {result.generated} | {tau:.2f} | {p:.3f} |")
+    lines += ["", "MRR@10 per configuration (human / generated):", "",
+              "| configuration | " + " | ".join(r.name for r in results) + " |",
+              "|---" * (len(results) + 1) + "|"]
+    for label in CONFIGS:
+        cells = [f"{r.scores[label][0]:.3f} / {r.scores[label][1]:.3f}" for r in results]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_sets = ["demo-en", "demo-zh", *sorted(p.name for p in DOC_SETS.glob("*") if (p / "golden.jsonl").exists())]
+    parser.add_argument("--sets", nargs="*", default=default_sets)
+    parser.add_argument("--size", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    results = [measure(name, args.size, args.seed) for name in args.sets]
+    shown = [a for i, a in enumerate(argv or []) if a != "--out" and (i == 0 or (argv or [])[i - 1] != "--out")]
+    command = "python -m benchmarks.testset_tau" + (f" {' '.join(shown)}" if shown else "")  # where it wrote: not a setting
+    text = report(results, command, args.size)
+    print(text)
+    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-testset-tau.md"
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

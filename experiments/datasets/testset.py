@@ -1,0 +1,185 @@
+"""`ragtune testset`: a golden set bootstrapped from a corpus, for a corpus that has none.
+
+    ragtune testset dataset=local dataset.corpus_dir=DIR --out golden.jsonl [--size 60] [--seed 0]
+
+The generator drafts questions (experiments/datasets/offline_questions.py: templates, no LLM); every draft then
+passes the same filters: its evidence is found in the corpus, it is no near-duplicate of a kept question, it copies
+at most `--max-copied` characters of its evidence verbatim, and its answer shares a content word with the evidence.
+The kept questions are spread over categories and documents (unanswerable ones capped at `--unanswerable`), written
+in the golden JSONL format, and what each filter dropped is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any
+
+from haystack import Document
+from rapidfuzz import fuzz
+
+from components.common.sentences import content_terms
+from experiments.datasets.golden import GoldenItem, locate_each
+from experiments.datasets.offline_questions import UNANSWERABLE, Draft, drafts
+
+MAX_COPIED = 48
+NEAR_DUPLICATE = 90.0  # rapidfuzz ratio, 0-100
+UNANSWERABLE_SHARE = 0.15
+
+
+@dataclass
+class Report:
+    """What the filters did: drafts in, dropped by each filter, kept."""
+
+    drafted: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    kept: list[GoldenItem] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        by = Counter((item.category, _language(item.question)) for item in self.kept)
+        dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dropped.items())) or "none"
+        return [
+            f"{self.drafted} drafts; dropped: {dropped}",
+            f"{len(self.kept)} questions: " + ", ".join(f"{c}/{lang} {n}" for (c, lang), n in sorted(by.items())),
+        ]
+
+
+def generate_testset(
+    documents: Sequence[Document],
+    size: int,
+    seed: int = 0,
+    max_copied: int = MAX_COPIED,
+    unanswerable_share: float = UNANSWERABLE_SHARE,
+) -> Report:
+    """Drafts from the corpus, filtered, then `size` of them spread over categories and documents."""
+    report = Report()
+    candidates = list(drafts(documents))
+    report.drafted = len(candidates)
+    passed = [d for d in candidates if _keep(d, max_copied, report)]
+    located = locate_each([_golden_item(d, f"draft-{i}") for i, d in enumerate(passed)], documents)
+    found = []
+    for draft, item in zip(passed, located, strict=True):
+        if item is None:
+            report.dropped["evidence not found"] += 1
+        else:
+            found.append((draft, item))
+    chosen = _spread(found, size, seed, unanswerable_share, report)
+    report.kept = [dataclasses.replace(item, id=f"gen-{n:04d}") for n, (_, item) in enumerate(chosen, start=1)]
+    return report
+
+
+def _keep(draft: Draft, max_copied: int, report: Report) -> bool:
+    if draft.answerable:
+        copied = SequenceMatcher(None, draft.question, draft.evidence, autojunk=False)
+        match = copied.find_longest_match(0, len(draft.question), 0, len(draft.evidence))
+        if match.size > max_copied:
+            report.dropped[f"copies over {max_copied} characters"] += 1
+            return False
+        if not content_terms(draft.answer or "") & content_terms(draft.evidence):
+            report.dropped["answer not in evidence"] += 1
+            return False
+    return True
+
+
+def _spread(
+    found: Sequence[tuple[Draft, GoldenItem]], size: int, seed: int, unanswerable_share: float, report: Report
+) -> list[tuple[Draft, GoldenItem]]:
+    """Round-robin over categories, each in a seeded order that puts a document's first questions first; near
+    duplicates of a kept question are skipped; unanswerable ones at most their share."""
+    queues: dict[str, list[tuple[Draft, GoldenItem]]] = {}
+    for pair in sorted(found, key=lambda p: _rank(seed, p[0].question)):
+        queues.setdefault(pair[0].category, []).append(pair)
+    for category, queue in queues.items():  # each document's first question, then each one's second, ...
+        per_doc: Counter[str] = Counter()
+        ranked = []
+        for position, pair in enumerate(queue):
+            ranked.append((per_doc[pair[0].doc_id], position, pair))
+            per_doc[pair[0].doc_id] += 1
+        queues[category] = [pair for *_, pair in sorted(ranked, key=lambda r: r[:2])]
+    cap = {UNANSWERABLE: max(1, round(size * unanswerable_share))}
+    chosen: list[tuple[Draft, GoldenItem]] = []
+    taken: Counter[str] = Counter()
+    while len(chosen) < size and any(queues.values()):
+        for category in sorted(queues):
+            queue = queues[category]
+            if taken[category] >= cap.get(category, size):
+                queue.clear()
+            while queue and len(chosen) < size:
+                pair = queue.pop(0)
+                if any(fuzz.ratio(pair[0].question, kept.question) >= NEAR_DUPLICATE for kept, _ in chosen):
+                    report.dropped["near-duplicate question"] += 1
+                    continue
+                chosen.append(pair)
+                taken[category] += 1
+                break
+    answerable = sum(1 for draft, _ in chosen if draft.answerable)
+    keep = round(answerable * unanswerable_share / (1 - unanswerable_share))  # the share of what was kept
+    unanswerable = [pair for pair in chosen if not pair[0].answerable][keep:]
+    return [pair for pair in chosen if pair not in unanswerable]
+
+
+def _golden_item(draft: Draft, item_id: str) -> GoldenItem:
+    if not draft.answerable:
+        return GoldenItem(id=item_id, question=draft.question, category=UNANSWERABLE, answerable=False,
+                          extra={"x_topic_source": draft.doc_id, "x_generator": "offline"})
+    return GoldenItem(id=item_id, question=draft.question, reference_answer=draft.answer, evidence=(draft.evidence,),
+                      source=draft.doc_id, category=draft.category, answerable=True,
+                      extra={"x_generator": "offline"})
+
+
+def golden_lines(items: Iterable[GoldenItem]) -> list[str]:
+    """The golden JSONL lines of `items` (docs/datasets.md#golden-jsonl)."""
+    lines = []
+    for item in items:
+        record: dict[str, Any] = {"id": item.id, "question": item.question}
+        if item.reference_answer is not None:
+            record["reference_answer"] = item.reference_answer
+        if item.evidence:
+            record |= {"evidence": list(item.evidence), "source": item.source}
+        record |= {"category": item.category, "answerable": item.answerable, **item.extra}
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return lines
+
+
+def _rank(seed: int, text: str) -> str:
+    return hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()
+
+
+def _language(text: str) -> str:
+    from components.common.text import detect_language
+
+    return detect_language(text)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ragtune testset", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="dataset overrides as for run.py, e.g. dataset=local ...")
+    parser.add_argument("--out", type=Path, required=True, help="the golden JSONL to write")
+    parser.add_argument("--size", type=int, default=60, help="questions to keep (default 60)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-copied", type=int, default=MAX_COPIED,
+                        help=f"longest verbatim run of the evidence a question may copy (default {MAX_COPIED})")
+    parser.add_argument("--unanswerable", type=float, default=UNANSWERABLE_SHARE,
+                        help=f"share of unanswerable questions at most (default {UNANSWERABLE_SHARE})")
+    args = parser.parse_args(argv)
+    from experiments.datasets import corpus_documents
+    from experiments.runs.config import compose
+
+    cfg = compose(args.overrides)
+    documents = corpus_documents(cfg.dataset, Path(cfg.paths.cache))
+    report = generate_testset(documents, args.size, args.seed, args.max_copied, args.unanswerable)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(golden_lines(report.kept)), encoding="utf-8")
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    print(f"wrote {args.out} ({len(report.kept)} questions, generator offline)", file=sys.stderr)
+    return 0
