@@ -1,10 +1,12 @@
 """`ragtune testset`: a golden set bootstrapped from a corpus, for a corpus that has none.
 
-    ragtune testset dataset=local dataset.corpus_dir=DIR --out golden.jsonl [--size 60] [--seed 0]
+    ragtune testset dataset=local dataset.corpus_dir=DIR --out golden.jsonl [--size 60] [--generator offline|llm]
 
-The generator drafts questions (experiments/datasets/offline_questions.py: templates, no LLM); every draft then
-passes the same filters: its evidence is found in the corpus, it is no near-duplicate of a kept question, it copies
-at most `--max-copied` characters of its evidence verbatim, and its answer shares a content word with the evidence.
+A generator drafts questions: `offline` (experiments/datasets/offline_questions.py: templates, no LLM) or `llm`
+(experiments/datasets/llm_questions.py: the chat model of `models.chat`, held to a JSON schema). Every draft then
+passes the same filters: it shares a content word with its passage (its topic is there), its evidence is found in
+the corpus, it is no near-duplicate of a kept question, it copies at most `--max-copied` characters of its evidence
+verbatim, and its answer shares a content word with the evidence.
 The kept questions are spread over categories and documents (unanswerable ones capped at `--unanswerable`), written
 in the golden JSONL format, and what each filter dropped is printed.
 """
@@ -24,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document
+from omegaconf import OmegaConf
 from rapidfuzz import fuzz
 
 from components.common.sentences import content_terms
 from experiments.datasets.golden import GoldenItem, locate_each
+from experiments.datasets.llm_questions import SCHEMA, UNANSWERABLE_SCHEMA, LlmQuestionWriter
 from experiments.datasets.offline_questions import UNANSWERABLE, Draft, drafts
 
+GENERATORS = ("offline", "llm")
 MAX_COPIED = 48
 NEAR_DUPLICATE = 90.0  # rapidfuzz ratio, 0-100
 UNANSWERABLE_SHARE = 0.15
@@ -58,13 +63,16 @@ def generate_testset(
     seed: int = 0,
     max_copied: int = MAX_COPIED,
     unanswerable_share: float = UNANSWERABLE_SHARE,
+    drafted: Iterable[Draft] | None = None,
+    generator: str = "offline",
 ) -> Report:
-    """Drafts from the corpus, filtered, then `size` of them spread over categories and documents."""
+    """Drafts from the corpus (the offline templates', unless `drafted` gives others, e.g. an LLM's), filtered,
+    then `size` of them spread over categories and documents."""
     report = Report()
-    candidates = list(drafts(documents))
+    candidates = list(drafts(documents) if drafted is None else drafted)
     report.drafted = len(candidates)
     passed = [d for d in candidates if _keep(d, max_copied, report)]
-    located = locate_each([_golden_item(d, f"draft-{i}") for i, d in enumerate(passed)], documents)
+    located = locate_each([_golden_item(d, f"draft-{i}", generator) for i, d in enumerate(passed)], documents)
     found = []
     for draft, item in zip(passed, located, strict=True):
         if item is None:
@@ -77,6 +85,9 @@ def generate_testset(
 
 
 def _keep(draft: Draft, max_copied: int, report: Report) -> bool:
+    if not content_terms(draft.question) & content_terms(draft.evidence):
+        report.dropped["question off its passage's topic"] += 1  # "What is the answer to this question?"
+        return False
     if draft.answerable:
         copied = SequenceMatcher(None, draft.question, draft.evidence, autojunk=False)
         match = copied.find_longest_match(0, len(draft.question), 0, len(draft.evidence))
@@ -126,13 +137,13 @@ def _spread(
     return [pair for pair in chosen if pair not in unanswerable]
 
 
-def _golden_item(draft: Draft, item_id: str) -> GoldenItem:
+def _golden_item(draft: Draft, item_id: str, generator: str) -> GoldenItem:
     if not draft.answerable:
         return GoldenItem(id=item_id, question=draft.question, category=UNANSWERABLE, answerable=False,
-                          extra={"x_topic_source": draft.doc_id, "x_generator": "offline"})
+                          extra={"x_topic_source": draft.doc_id, "x_generator": generator})
     return GoldenItem(id=item_id, question=draft.question, reference_answer=draft.answer, evidence=(draft.evidence,),
                       source=draft.doc_id, category=draft.category, answerable=True,
-                      extra={"x_generator": "offline"})
+                      extra={"x_generator": generator})
 
 
 def golden_lines(items: Iterable[GoldenItem]) -> list[str]:
@@ -159,6 +170,16 @@ def _language(text: str) -> str:
     return detect_language(text)
 
 
+def llm_writer(chat: Any) -> LlmQuestionWriter:
+    """The question writer on `models.chat`: its model and endpoint, held to the writer's two JSON schemas."""
+    from pipelines.chat_models import json_chat_generator
+
+    endpoint = OmegaConf.to_container(chat.endpoint, resolve=True) if chat.get("endpoint") else None
+    answerable = json_chat_generator(str(chat.model), SCHEMA, max_tokens=200, endpoint=endpoint)
+    unanswerable = json_chat_generator(str(chat.model), UNANSWERABLE_SCHEMA, max_tokens=80, endpoint=endpoint)
+    return LlmQuestionWriter(answerable, unanswerable)
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="ragtune testset", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,6 +187,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the golden JSONL to write")
     parser.add_argument("--size", type=int, default=60, help="questions to keep (default 60)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generator", choices=GENERATORS, default="offline",
+                        help="offline: templates, no LLM; llm: the chat model of models.chat (default offline)")
+    parser.add_argument("--passages", type=int, help="passages the LLM writes from (default: twice --size)")
     parser.add_argument("--max-copied", type=int, default=MAX_COPIED,
                         help=f"longest verbatim run of the evidence a question may copy (default {MAX_COPIED})")
     parser.add_argument("--unanswerable", type=float, default=UNANSWERABLE_SHARE,
@@ -176,10 +200,17 @@ def main(argv: Sequence[str]) -> int:
 
     cfg = compose(args.overrides)
     documents = corpus_documents(cfg.dataset, Path(cfg.paths.cache))
-    report = generate_testset(documents, args.size, args.seed, args.max_copied, args.unanswerable)
+    drafted = None
+    if args.generator == "llm":
+        writer = llm_writer(cfg.models.chat)
+        writer.warm_up()
+        drafted = list(writer.drafts(documents, args.passages or 2 * args.size, args.seed))
+        print(f"{writer.failed_replies} LLM replies could not be read", file=sys.stderr)
+    report = generate_testset(documents, args.size, args.seed, args.max_copied, args.unanswerable, drafted,
+                              args.generator)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(golden_lines(report.kept)), encoding="utf-8")
     for line in report.lines():
         print(line, file=sys.stderr)
-    print(f"wrote {args.out} ({len(report.kept)} questions, generator offline)", file=sys.stderr)
+    print(f"wrote {args.out} ({len(report.kept)} questions, generator {args.generator})", file=sys.stderr)
     return 0

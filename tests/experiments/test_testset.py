@@ -1,5 +1,6 @@
 """`ragtune testset`: offline questions from a corpus, filtered, written as a golden set the runs load."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,8 +9,10 @@ from haystack import Document
 from experiments.datasets import load_dataset
 from experiments.datasets.base import DatasetError
 from experiments.datasets.golden import load_golden
+from experiments.datasets.llm_questions import LlmQuestionWriter
 from experiments.datasets.offline_questions import LOOKUP, NUMERIC, PROCEDURE, UNANSWERABLE, drafts
 from experiments.datasets.testset import generate_testset, golden_lines, main
+from tests.support.scripted_chat_generator import ScriptedChatGenerator
 
 CORPUS = [
     Document(id="leave.md", content="Full-time employees accrue 20 days of paid annual leave per calendar year. "
@@ -72,3 +75,43 @@ def test_the_command_writes_a_golden_set_a_local_run_loads(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().err
     dataset = load_dataset({"kind": "local", "corpus_dir": str(corpus), "golden": str(out)}, tmp_path)
     assert len(dataset.golden) >= 4
+
+
+def scripted_writer(replies: list[str]) -> LlmQuestionWriter:
+    return LlmQuestionWriter(ScriptedChatGenerator(reply="{}", first=replies), unanswerable_every=3)
+
+
+def test_an_llm_writer_reads_its_json_replies_and_the_filters_judge_them():
+    """Control flow only (scripted replies); the real model writes in test_an_llm_writes_drafts_on_the_demo."""
+    good = json.dumps({"question": "How much paid annual leave do full-timers get?", "answer": "20 days",
+                       "quote": "Full-time employees accrue 20 days of paid annual leave per calendar year.",
+                       "category": "numeric"})
+    invented = json.dumps({"question": "How long is paid annual leave?", "answer": "25 days",
+                           "quote": "Employees get 25 days of paid annual leave.", "category": "numeric"})
+    off_topic = json.dumps({"question": "What is the answer to this question?"})
+    writer = scripted_writer([good, invented, off_topic, "not json"])
+    leave = [Document(id="leave.md", content=CORPUS[0].content, meta={"doc_id": "leave.md"})] * 4
+    drafted = list(writer.drafts(leave, passages=4))
+    assert [d.category for d in drafted] == ["numeric", "numeric", UNANSWERABLE] and writer.failed_replies == 1
+    report = generate_testset(CORPUS, size=5, drafted=drafted, generator="llm")
+    assert [item.question for item in report.kept] == ["How much paid annual leave do full-timers get?"]
+    assert report.dropped == {"evidence not found": 1, "question off its passage's topic": 1}
+    assert report.kept[0].extra == {"x_generator": "llm"}
+
+
+@pytest.mark.slow
+def test_an_llm_writes_drafts_on_the_demo():
+    """SmolLM2 through llama.cpp, held to the schema: every reply parses or is counted; what it writes is judged by
+    the same filters (at 135M parameters it invents its quotes: report what it achieves, docs/datasets.md)."""
+    from experiments.datasets.testset import llm_writer
+    from experiments.runs.config import compose
+
+    cfg = compose(["dataset=demo", "dataset.subset=en"])
+    documents = load_dataset(cfg.dataset, Path(".")).documents
+    writer = llm_writer(cfg.models.chat)
+    writer.warm_up()
+    drafted = list(writer.drafts(documents, passages=6, seed=0))
+    assert len(drafted) + writer.failed_replies == 6 and drafted
+    assert all(d.question and d.doc_id in {doc.meta["doc_id"] for doc in documents} for d in drafted)
+    report = generate_testset(documents, size=6, drafted=drafted, generator="llm")
+    assert report.drafted == len(drafted) and sum(report.dropped.values()) + len(report.kept) >= len(drafted) - 1
