@@ -9,8 +9,10 @@ the test part, each with its confidence interval and its paired difference from 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from experiments.comparison.significance import Interval, PairedComparison, mean_ci, paired
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.tuning.search_space import SearchSpace
 
-SAMPLERS = ("tpe", "nsga2", "random")
+SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")
 DEV, TEST = "dataset.holdout.use=dev", "dataset.holdout.use=test"
 
@@ -121,7 +124,13 @@ def run_study(
 ) -> StudyResult:
     """Runs the study; with `holdout`, the trials see the dev part and the Pareto front is checked on test."""
     check_objectives(objectives, directions)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # each job prints what its trial did
     study = optuna.create_study(directions=list(directions), sampler=make_sampler(sampler, seed, n_trials))
+    if sampler == "grid":
+        points = grid_points(space, seed)
+        n_trials = min(n_trials, len(points))
+        for point in points[:n_trials]:
+            study.enqueue_trial(point)
     base = [DEV] if holdout else []
     trials: list[TrialResult] = []
     while len(trials) < n_trials:
@@ -154,8 +163,22 @@ def check_objectives(objectives: Sequence[str], directions: Sequence[str]) -> No
         raise ConfigError(f"config key 'hydra.sweeper.directions': {wrong[0]!r} is not one of {list(DIRECTIONS)}")
 
 
+def grid_points(space: SearchSpace, seed: int) -> list[dict[str, Any]]:
+    """Every combination of the space's choices, in a seeded random order (the grid a budget cuts short fairly)."""
+    from experiments.runs.config import ConfigError
+
+    loose = [k for k, d in space.distributions.items() if not isinstance(d, CategoricalDistribution)]
+    if loose:
+        raise ConfigError(f"config key 'hydra.sweeper.sampler': grid needs choice() entries; {loose[0]} is not one")
+    keys = list(space.distributions)
+    choices = [space.distributions[k].choices for k in keys]  # type: ignore[attr-defined]
+    points = [dict(zip(keys, values, strict=True)) for values in itertools.product(*choices)]
+    random.Random(seed).shuffle(points)
+    return points
+
+
 def make_sampler(name: str, seed: int, n_trials: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
+    if name in ("tpe", "grid"):  # the grid's points are enqueued (grid_points); TPE never proposes one
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)

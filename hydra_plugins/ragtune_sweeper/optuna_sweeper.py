@@ -3,7 +3,6 @@ thin class lives here and the study itself in experiments/tuning/ (optuna_study.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,12 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        import optuna
-
         from experiments.runs.sweep import read_parent_run
         from experiments.tuning.optuna_study import JobOutcome, print_study, run_study
         from experiments.tuning.search_space import search_space
         from experiments.tuning.study_report import report_study
 
         assert self.config is not None and self.launcher is not None
-        optuna.logging.set_verbosity(logging.WARNING)  # the jobs' own lines say what each trial did
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")

@@ -86,3 +86,12 @@ def test_objectives_and_directions_are_checked_before_any_trial(tmp_path):
         run_study(SPACE, ["retrieval/mrr_at_10", "latency/p95_ms"], ["maximize"], 2, Jobs(tmp_path))
     with pytest.raises(ConfigError, match="hydra.sweeper.directions': 'up' is not one of"):
         run_study(SPACE, ["retrieval/mrr_at_10"], ["up"], 2, Jobs(tmp_path))
+
+
+def test_the_grid_sampler_takes_each_combination_once_and_needs_choices(tmp_path):
+    result = run_study(SPACE, ["retrieval/mrr_at_10"], ["maximize"], 6, Jobs(tmp_path), sampler="grid")
+    combinations = {tuple(sorted(t.params.items())) for t in result.trials}
+    assert len(combinations) == 6  # 3 top_k x 2 chunk sizes, none twice
+    loose = search_space({"retriever.fusion.agreement_bonus": "interval(0.0, 1.0)"}, [])
+    with pytest.raises(ConfigError, match="grid needs choice\\(\\) entries; retriever.fusion.agreement_bonus"):
+        run_study(loose, ["retrieval/mrr_at_10"], ["maximize"], 2, Jobs(tmp_path / "x"), sampler="grid")

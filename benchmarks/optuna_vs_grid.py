@@ -1,0 +1,143 @@
+"""Optuna's TPE against a grid on the same trial budget: the best objective found after each trial, and wall time.
+
+    python -m benchmarks.optuna_vs_grid                       # demo-en, demo-zh, python_faq-en, debian_reference-zh
+    python -m benchmarks.optuna_vs_grid --sets demo-en --trials 16
+
+Both run the study of `python run.py -m hydra/sweeper=optuna` (experiments/tuning/optuna_study.py) over the same
+retrieval space, on each set's dev part; TPE with `sampler=tpe`, the grid with `sampler=grid` (every combination,
+in a seeded random order, as far as the budget reaches). A trial is the job's retrieval evaluation run in this
+process on the set's cached index (no MLflow run), so the comparison is of the samplers, not of job start-up. The
+objective is retrieval/mrr_at_10, the one the default sweeper maximises. Writes docs/results/<date>-optuna-vs-grid.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.testset_tau import set_overrides  # noqa: E402
+from experiments.evaluation.evaluate import evaluate  # noqa: E402
+from experiments.evaluation.settings import EvalSettings  # noqa: E402
+from experiments.runs.config import compose  # noqa: E402
+from experiments.runs.indexed import prepare_pipeline  # noqa: E402
+from experiments.tuning.optuna_study import DEV, JobOutcome, run_study  # noqa: E402
+from experiments.tuning.search_space import search_space  # noqa: E402
+
+RESULTS = ROOT / "docs" / "results"
+METRIC = "retrieval/mrr_at_10"
+SPACE = {
+    "pipeline": "choice(bm25, dense, hybrid)",
+    "retriever.fusion.mode": "choice(dbsf, rrf, merge)",
+    "retriever.candidates": "choice(10, 20, 50, 100)",
+    "retriever.fusion.agreement_bonus": "choice(0.0, 0.2, 0.4, 0.8)",
+    "retriever.bm25.k1": "choice(0.9, 1.2, 1.5, 2.0)",
+}
+
+
+@dataclass(frozen=True)
+class Curve:
+    sampler: str
+    best_after: list[float]  # the best objective after each trial
+    seconds: float
+
+
+def run(set_name: str, sampler: str, trials: int, seed: int) -> Curve:
+    space = search_space(SPACE, [])
+    settings = EvalSettings(ks=[10], trace_sample=0)
+    folder = Path(tempfile.mkdtemp(prefix=f"optuna-{sampler}-"))
+
+    def launch(batch: list[list[str]], first: int) -> list[JobOutcome]:
+        outcomes = []
+        for number, overrides in enumerate(batch, start=first):
+            prepared = prepare_pipeline(compose([*set_overrides(set_name), DEV, *overrides]))  # dev part only
+            index = prepared.index()
+            prepared.warm_up()
+            result = evaluate(prepared.query, prepared.dataset.golden, settings, progress=False)
+            job = folder / str(number)
+            job.mkdir()
+            (job / "metrics.json").write_text(json.dumps(result.metrics))
+            (job / "run.json").write_text(json.dumps({"index_fingerprint": index.fingerprint}))
+            outcomes.append(JobOutcome(job))
+        return outcomes
+
+    start = time.perf_counter()
+    study = run_study(space, [METRIC], ["maximize"], trials, launch, seed=seed, sampler=sampler, batch_size=1)
+    seconds = time.perf_counter() - start
+    best, curve = float("-inf"), []
+    for trial in study.trials:
+        best = max(best, trial.values[0] if trial.values else float("-inf"))
+        curve.append(best)
+    print(f"  {set_name:22} {sampler:5} best {curve[-1]:.4f} in {seconds:.0f} s", file=sys.stderr)
+    return Curve(sampler, curve, seconds)
+
+
+def trials_to_reach(curve: Curve, target: float) -> int | None:
+    return next((i + 1 for i, value in enumerate(curve.best_after) if value >= target - 1e-12), None)
+
+
+def report(results: dict[str, tuple[Curve, Curve]], command: str, trials: int) -> str:
+    lines = [
+        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        "",
+        "# Optuna (TPE) against a grid on the same trial budget",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Budget: "
+        f"{trials} trials per sampler and set, on the set's dev part (`dataset.holdout.use=dev`). Space: "
+        + ", ".join(f"`{k}` {v}" for k, v in SPACE.items())
+        + f" ({_grid_size()} combinations). Objective: {METRIC} (maximised). The grid takes the combinations in a "
+        "seeded random order; seconds are wall time of the whole study in one process.",
+        "",
+        "| set | TPE best | grid best | TPE trials to reach the grid's best | TPE seconds | grid seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (tpe, grid) in results.items():
+        reach = trials_to_reach(tpe, grid.best_after[-1])
+        lines.append(f"| {name} | {tpe.best_after[-1]:.4f} | {grid.best_after[-1]:.4f} | "
+                     f"{reach if reach is not None else 'not reached'} | {tpe.seconds:.0f} | {grid.seconds:.0f} |")
+    lines += ["", "Best objective after each trial (TPE / grid):", "",
+              "| trial | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]
+    for i in range(trials):
+        cells = [f"{tpe.best_after[i]:.4f} / {grid.best_after[i]:.4f}" for tpe, grid in results.values()]
+        lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _grid_size() -> int:
+    size = 1
+    for distribution in search_space(SPACE, []).distributions.values():
+        size *= len(distribution.choices)  # type: ignore[attr-defined]
+    return size
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", nargs="*", default=["demo-en", "demo-zh", "python_faq-en", "debian_reference-zh"])
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    results = {name: (run(name, "tpe", args.trials, args.seed), run(name, "grid", args.trials, args.seed))
+               for name in args.sets}
+    command = "python -m benchmarks.optuna_vs_grid" + (f" {' '.join(argv)}" if argv else "")
+    text = report(results, command, args.trials)
+    print(text)
+    out = RESULTS / f"{datetime.date.today().isoformat()}-optuna-vs-grid.md"
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
