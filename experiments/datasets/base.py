@@ -56,6 +56,11 @@ def resolve_path(value: str, key: str, *, is_dir: bool) -> Path:
     return path
 
 
+def seeded_rank(seed: int, key: str) -> str:
+    """A sort key that orders items the same way on every machine for a seed, whatever order they came in."""
+    return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
+
+
 def resolve_language(language: str, texts: Sequence[str]) -> str:
     """`dataset.language` as configured, or detected from the corpus when it is "auto"."""
     return language if language != "auto" else detect_corpus_language(texts)

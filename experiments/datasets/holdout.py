@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from components.common.text import detect_language
-from experiments.datasets.base import Dataset, golden_fingerprint
+from experiments.datasets.base import Dataset, golden_fingerprint, seeded_rank
 from experiments.datasets.golden import GoldenItem
 from experiments.datasets.settings import HoldoutSettings
 
@@ -35,7 +35,7 @@ def held_out_ids(items: Sequence[GoldenItem], test_share: float, seed: int) -> f
     chosen: list[str] = []
     carried = 0.0
     for key in sorted(strata):
-        members = sorted(strata[key], key=lambda item: _rank(seed, item.id))
+        members = sorted(strata[key], key=lambda item: seeded_rank(seed, item.id))
         wanted = len(members) * test_share + carried
         take = min(len(members), int(wanted + 0.5))
         carried = wanted - take
@@ -57,7 +57,3 @@ def holdout(dataset: Dataset, settings: HoldoutSettings) -> Dataset:
         fingerprint=hashlib.sha256(f"{dataset.fingerprint}:{json.dumps(part, sort_keys=True)}".encode()).hexdigest(),
         source={**dataset.source, "holdout": part, "questions_in_set": len(dataset.golden)},
     )
-
-
-def _rank(seed: int, item_id: str) -> str:
-    return hashlib.sha256(f"{seed}:{item_id}".encode()).hexdigest()

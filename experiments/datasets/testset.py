@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 from collections import Counter
@@ -30,6 +29,8 @@ from omegaconf import OmegaConf
 from rapidfuzz import fuzz
 
 from components.common.sentences import content_terms
+from components.common.text import detect_language
+from experiments.datasets.base import seeded_rank
 from experiments.datasets.golden import GoldenItem, locate_each
 from experiments.datasets.llm_questions import SCHEMA, UNANSWERABLE_SCHEMA, LlmQuestionWriter
 from experiments.datasets.offline_questions import UNANSWERABLE, Draft, drafts
@@ -49,7 +50,7 @@ class Report:
     kept: list[GoldenItem] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        by = Counter((item.category, _language(item.question)) for item in self.kept)
+        by = Counter((item.category, detect_language(item.question)) for item in self.kept)
         dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dropped.items())) or "none"
         return [
             f"{self.drafted} drafts; dropped: {dropped}",
@@ -106,7 +107,7 @@ def _spread(
     """Round-robin over categories, each in a seeded order that puts a document's first questions first; near
     duplicates of a kept question are skipped; unanswerable ones at most their share."""
     queues: dict[str, list[tuple[Draft, GoldenItem]]] = {}
-    for pair in sorted(found, key=lambda p: _rank(seed, p[0].question)):
+    for pair in sorted(found, key=lambda p: seeded_rank(seed, p[0].question)):
         queues.setdefault(pair[0].category, []).append(pair)
     for category, queue in queues.items():  # each document's first question, then each one's second, ...
         per_doc: Counter[str] = Counter()
@@ -158,16 +159,6 @@ def golden_lines(items: Iterable[GoldenItem]) -> list[str]:
         record |= {"category": item.category, "answerable": item.answerable, **item.extra}
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
     return lines
-
-
-def _rank(seed: int, text: str) -> str:
-    return hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()
-
-
-def _language(text: str) -> str:
-    from components.common.text import detect_language
-
-    return detect_language(text)
 
 
 def llm_writer(chat: Any) -> LlmQuestionWriter:

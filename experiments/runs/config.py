@@ -110,13 +110,13 @@ def typed(cfg: DictConfig, key: str, schema: type[T]) -> T:
 def validate(cfg: DictConfig) -> None:
     """Type-checks the plain sections against their schemas and cross-checks values."""
     _check_top_level_keys(cfg)
-    records = {group.replace("/", "."): next(iter(r.values())) for group, r in GROUP_SCHEMAS.items()} | SECTION_SCHEMAS
-    for key, record in records.items():
+    sections = {group.replace("/", "."): records.get("schema") for group, records in GROUP_SCHEMAS.items()}
+    for key, record in (sections | SECTION_SCHEMAS).items():
         if OmegaConf.select(cfg, key) is None:
             if key == "eval.judge":  # none unless chosen
                 continue
             raise ConfigError(f"config section '{key}' is missing")
-        if key == "dataset":  # typed by its kind's record
+        if record is None:  # a group typed per option: the dataset, by its kind
             dataset_settings(cfg.dataset)
         else:
             typed(cfg, key, record)

@@ -31,6 +31,8 @@ from experiments.runs.sweep import (
 from experiments.runs.tracking import experiment_name, run_tags, source_tags, use_experiment
 
 log = logging.getLogger(__name__)
+# A sweeper whose config sets this (the Optuna search) counts failed jobs as part of its search: exit 0.
+TOLERATE_KEY = "hydra.sweeper.tolerate_failed_jobs"
 
 
 class SweepParentRun(Callback):
@@ -61,7 +63,7 @@ class SweepParentRun(Callback):
             if finished:
                 report_sweep(parent.run_id, sweep_dir / "comparison.png", baseline=OmegaConf.select(config, BASELINE_KEY))
         finally:
-            search = finished and str(OmegaConf.select(config, "hydra.sweeper._target_")).endswith("OptunaSweeper")
+            search = finished and bool(OmegaConf.select(config, TOLERATE_KEY, default=False))
             report_failures(client, parent.run_id, children, search)
             client.set_terminated(parent.run_id, status="FINISHED" if finished else "FAILED")
 

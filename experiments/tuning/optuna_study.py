@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 
 from experiments.comparison.significance import Interval, PairedComparison, mean_ci, paired
 from experiments.evaluation.question_record import QuestionRecord
+from experiments.runs.config import ConfigError
 from experiments.tuning.search_space import SearchSpace
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
@@ -153,8 +154,6 @@ def run_study(
 
 
 def check_objectives(objectives: Sequence[str], directions: Sequence[str]) -> None:
-    from experiments.runs.config import ConfigError
-
     if not objectives or len(objectives) != len(directions):
         raise ConfigError("config key 'hydra.sweeper.objectives': give one direction per objective "
                           f"(hydra.sweeper.directions), got {list(objectives)} and {list(directions)}")
@@ -165,8 +164,6 @@ def check_objectives(objectives: Sequence[str], directions: Sequence[str]) -> No
 
 def grid_points(space: SearchSpace, seed: int) -> list[dict[str, Any]]:
     """Every combination of the space's choices, in a seeded random order (the grid a budget cuts short fairly)."""
-    from experiments.runs.config import ConfigError
-
     loose = [k for k, d in space.distributions.items() if not isinstance(d, CategoricalDistribution)]
     if loose:
         raise ConfigError(f"config key 'hydra.sweeper.sampler': grid needs choice() entries; {loose[0]} is not one")
@@ -184,8 +181,6 @@ def make_sampler(name: str, seed: int, n_trials: int) -> optuna.samplers.BaseSam
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    from experiments.runs.config import ConfigError
-
     raise ConfigError(f"config key 'hydra.sweeper.sampler': {name!r} is not one of {list(SAMPLERS)}")
 
 

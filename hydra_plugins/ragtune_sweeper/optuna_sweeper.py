@@ -24,6 +24,7 @@ class OptunaSweeper(Sweeper):
         seed: int = 0,
         batch_size: int = 1,
         holdout: bool = False,
+        tolerate_failed_jobs: bool = True,  # read from the config by experiments/runs/sweep_parent_run.py
     ) -> None:
         self.n_trials, self.seed, self.sampler, self.batch_size, self.holdout = n_trials, seed, sampler, batch_size, holdout
         self.objectives, self.directions = list(objectives), list(directions)
