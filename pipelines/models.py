@@ -117,7 +117,10 @@ def _hub_snapshot(repo_id: str) -> str:
     try:
         return snapshot_download(repo_id, etag_timeout=10)
     except Exception as e:
-        raise ModelUnavailableError(f"model '{repo_id}' could not be downloaded ({type(e).__name__}: {e}); {hint}") from e
+        reason = str(e).splitlines()[0] if str(e) else ""
+        raise ModelUnavailableError(
+            f"model '{repo_id}' could not be downloaded ({type(e).__name__}: {reason}); {hint}"
+        ) from e
 
 
 def _file_digest(path: Path) -> str:

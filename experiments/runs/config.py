@@ -19,7 +19,10 @@ from components.joiners.rank_fusion_joiner import MODES
 from experiments.datasets.settings import KINDS as DATASET_KINDS
 from experiments.datasets.settings import dataset_settings
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
+from experiments.runs.model_settings import MODEL_KINDS, models_kind
 from experiments.runs.settings import (
+    STORE_KINDS,
+    CragSettings,
     IngestSettings,
     MlflowSettings,
     RetrieverSettings,
@@ -52,6 +55,9 @@ GROUP_SCHEMAS: dict[str, dict[str, type]] = {
     "eval/judge": {"schema": JudgeSettings},
     "ingest": {"schema": IngestSettings},
     "selfcheck": {"schema": SelfCheckSettings},
+    "models": {f"schema_{kind}": record for kind, record in MODEL_KINDS.items()},
+    "crag": {"schema": CragSettings},
+    "store": {f"schema_{kind}": record for kind, record in STORE_KINDS.items()},
 }
 SECTION_SCHEMAS: dict[str, type] = {"mlflow": MlflowSettings}
 
@@ -103,8 +109,16 @@ def typed(cfg: DictConfig, key: str, schema: type[T]) -> T:
         values = OmegaConf.to_container(OmegaConf.select(cfg, key, throw_on_missing=True), resolve=True)
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))  # type: ignore[return-value]
     except OmegaConfBaseException as e:
-        full_key = f"{key}.{e.full_key}" if e.full_key else key
+        if (cause := _user_error_behind(e)) is not None:  # a resolver's own one-line error (an unavailable model)
+            raise cause from None
+        full_key = e.full_key if str(e.full_key).startswith(f"{key}.") else f"{key}.{e.full_key}".rstrip(".")
         raise ConfigError(f"config key '{full_key}': {str(e.msg).splitlines()[0]}") from None
+
+
+def _user_error_behind(error: BaseException) -> UserError | None:
+    while error is not None and not isinstance(error, UserError):
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return error
 
 
 def validate(cfg: DictConfig) -> None:
@@ -116,8 +130,10 @@ def validate(cfg: DictConfig) -> None:
             if key == "eval.judge":  # none unless chosen
                 continue
             raise ConfigError(f"config section '{key}' is missing")
-        if record is None:  # a group typed per option: the dataset, by its kind
+        if key == "dataset":  # typed per kind, with the dataset's own errors
             dataset_settings(cfg.dataset)
+        elif record is None:  # typed per kind
+            typed(cfg, key, _record_of_kind(key, _kind(cfg, key)))
         else:
             typed(cfg, key, record)
     ks = list(cfg.eval.ks)
@@ -136,9 +152,8 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.retriever.fusion.get("fit_queries", "sentence") in FIT_KINDS, "retriever.fusion.fit_queries",
              f"must be one of {list(FIT_KINDS)}")
     _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
-    if "crag" in cfg:  # read inside a router template, where a typo would silently mean "refuse"
-        action = cfg.crag.get("incorrect_action")
-        _require(action in CRAG_ACTIONS, "crag.incorrect_action", f"must be one of {list(CRAG_ACTIONS)}, got {action!r}")
+    action = cfg.crag.incorrect_action  # read inside a router template, where a typo would silently mean "refuse"
+    _require(action in CRAG_ACTIONS, "crag.incorrect_action", f"must be one of {list(CRAG_ACTIONS)}, got {action!r}")
     _require(
         0 <= cfg.ingest.chunk_overlap < cfg.ingest.chunk_size,
         "ingest.chunk_overlap",
@@ -161,6 +176,18 @@ def validate(cfg: DictConfig) -> None:
     _check_order_is_read(cfg)
     _check_selfcheck(cfg)
     _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
+
+
+def _kind(cfg: DictConfig, key: str) -> str:
+    return models_kind(cfg.models) if key == "models" else str(OmegaConf.select(cfg, f"{key}.kind"))
+
+
+def _record_of_kind(key: str, kind: str) -> type:
+    records = GROUP_SCHEMAS[key]
+    if f"schema_{kind}" not in records:
+        kinds = ", ".join(name.removeprefix("schema_") for name in records)
+        raise ConfigError(f"config key '{key}.kind': unknown kind {kind!r} (valid: {kinds})")
+    return records[f"schema_{kind}"]
 
 
 def _answer_stage_has(cfg: DictConfig, component: str) -> bool:

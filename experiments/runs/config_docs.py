@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import json
 import textwrap
+import typing
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -77,8 +78,8 @@ def _keys_table(prefix: str, record: type) -> str:
         f"| `{key}` | `{_escape(kind)}` | {_cell(default)} | {_escape(comment)} |"
         for key, kind, default, comment in _fields(prefix, record)
     ]
-    kind = getattr(record, "kind", None)  # a group typed per option (dataset.kind) names the option
-    where = f"`{prefix}={kind}`: keys" if isinstance(kind, str) else "Keys"
+    kind = getattr(record, "kind", None)  # a group typed per kind (dataset, models, store) names it
+    where = f"`{prefix}.kind={kind}`: keys" if isinstance(kind, str) else "Keys"
     return (f"{where} (`{record.__name__}` in `{source}`):\n\n| key | type | default | meaning |\n|---|---|---|---|\n"
             + "\n".join(rows) + "\n")
 
@@ -87,6 +88,7 @@ def _fields(prefix: str, record: type) -> Iterator[tuple[str, str, Any, str]]:
     comments: dict[str, str] = {}
     for cls in reversed([c for c in record.__mro__ if dataclasses.is_dataclass(c)]):  # a subclass's own comment wins
         comments |= {name: text for name, text in _field_comments(cls).items() if text}
+    hints = typing.get_type_hints(record)
     for item in dataclasses.fields(record):
         key = f"{prefix}.{item.name}"
         default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
@@ -94,6 +96,9 @@ def _fields(prefix: str, record: type) -> Iterator[tuple[str, str, Any, str]]:
             yield from _fields(key, type(default))
             continue
         yield key, str(item.type), default, comments.get(item.name, "")
+        optional = [t for t in typing.get_args(hints[item.name]) if dataclasses.is_dataclass(t)]
+        if default is None and optional:  # a section that is off by default: its keys when it is set
+            yield from _fields(key, optional[0])
 
 
 @cache

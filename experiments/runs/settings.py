@@ -110,3 +110,78 @@ class MlflowSettings:
     artifact_root: str | None = None
     # null: the dataset's name (dataset.name, else its folder's name).
     experiment: str | None = None
+
+
+@dataclass
+class StoreSettings:
+    # in_memory | weaviate: where the index lives and retrieval runs.
+    kind: str = MISSING
+    # The document store's factory (a Haystack document store class, or a function returning one).
+    _target_: str = MISSING
+
+
+@dataclass
+class InMemoryStore(StoreSettings):
+    kind: str = "in_memory"
+    _target_: str = "haystack.document_stores.in_memory.InMemoryDocumentStore"
+    # cosine | dot_product: how the dense path scores a chunk against the query.
+    embedding_similarity_function: str = "cosine"
+
+
+@dataclass
+class WeaviateStore(StoreSettings):
+    kind: str = "weaviate"
+    _target_: str = "pipelines.weaviate_store.weaviate_document_store"
+    # The server's HTTP URL; null: $WEAVIATE_URL.
+    url: str | None = "${oc.env:WEAVIATE_URL,null}"
+    # Its gRPC port ($WEAVIATE_GRPC_PORT, else 50051).
+    grpc_port: int = "${oc.decode:${oc.env:WEAVIATE_GRPC_PORT,50051}}"  # type: ignore[assignment]
+    # The environment variable holding an API key (Weaviate Cloud, or a server with API-key auth); null: none.
+    api_key_env: str | None = None
+    # Filled in by the run: the index fingerprint, which names the collection <collection_prefix>_<fingerprint>.
+    fingerprint: str = "@fingerprint"
+    # The collection names' prefix.
+    collection_prefix: str = "Ragtune"
+    # Filled in by the run: the corpus language as the dataset resolves it (dataset.language, or the detected one).
+    language: str = "@language"
+    # BM25 tokenisation of `content`; null: by language, word for en, gse_ch (Chinese word segmentation) for zh,
+    # trigram for mixed (gse_ch cuts Latin words into letters). gse_ch needs the server started with
+    # ENABLE_TOKENIZER_GSE_CH=true, as docker-compose.yml does.
+    tokenization: str | None = None
+
+
+STORE_KINDS: dict[str, type[StoreSettings]] = {"in_memory": InMemoryStore, "weaviate": WeaviateStore}
+
+
+@dataclass
+class CragScorerSettings:
+    # The scorer's name, as logged.
+    name: str = MISSING
+    # Its model (pkg:<pypi package>, a folder, a hub id); null: it needs none.
+    model: str | None = None
+    # The Haystack component scoring each passage; null: the score each passage arrives with.
+    component: Any = None
+    # The thresholds fitted on this scorer's scale (crag.upper, crag.lower take them); refit with `ragtune calibrate`.
+    upper: float = MISSING
+    lower: float = MISSING
+
+
+@dataclass
+class CragSettings:
+    scorer: CragScorerSettings = field(default_factory=CragScorerSettings)
+    # A passage scoring at or above this is relevant.
+    upper: float = "${crag.scorer.upper}"  # type: ignore[assignment]
+    # A passage scoring below this is irrelevant.
+    lower: float = "${crag.scorer.lower}"  # type: ignore[assignment]
+    # Passages graded per question: the answer stage's context.
+    top_k: int = "${answer.context_top_k}"  # type: ignore[assignment]
+    # When every passage is irrelevant: refuse (in the question's language) | search (as for ambiguous).
+    incorrect_action: str = "refuse"
+    # What a correct question answers from: relevant (the passages at or above upper) | not_irrelevant (the
+    # ambiguous ones too; the answer stage's compressor then keeps the best strips).
+    correct_keeps: str = "relevant"
+    # The retrieval evaluator (a Haystack component config).
+    evaluator: Any = MISSING
+    # A second, wider retrieval with the keyword query for ambiguous questions: any retriever with `query` and
+    # `filters` inputs (another index, or a web-search component online).
+    supplementary: Any = MISSING

@@ -10,6 +10,8 @@ from experiments.datasets.base import DatasetError
 from experiments.datasets.settings import HaluEvalDataset
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
 from experiments.runs.config import ConfigError, typed, validate
+from experiments.runs.model_settings import EndpointGenerator, LocalGenerator
+from experiments.runs.settings import WeaviateStore
 from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.built import BuiltPipeline
@@ -237,12 +239,54 @@ def test_a_dataset_is_typed_by_the_record_of_its_kind():
 
 
 @pytest.mark.parametrize(
-    "override", ["retriever.bm25.k1=high", "eval.trace_sample=many", "ingest.update=maybe", "selfcheck.max_retries=x"]
+    "override",
+    [
+        "retriever.bm25.k1=high", "eval.trace_sample=many", "ingest.update=maybe", "selfcheck.max_retries=x",
+        "models.generator.n_ctx=big", "models.embedder.batch_size=all", "crag.upper=high", "crag.scorer.lower=low",
+    ],
 )
 def test_a_value_of_the_wrong_type_fails_while_hydra_composes(override):
     """The groups' records type them, so Hydra names the override before anything runs (python run.py exits 1)."""
     with pytest.raises(ConfigCompositionException, match=f"Error merging override {override}"):
         config(override)
+
+
+def test_models_store_and_crag_are_typed_by_the_record_of_their_kind():
+    """Defaults come from the records: the YAML files no longer repeat them, and each kind takes only its keys."""
+    local, endpoint = config(), config("models=openai_compatible")
+    assert (local.models.kind, local.models.generator.n_ctx, local.models.generator.generation.max_tokens) == (
+        "local", LocalGenerator().n_ctx, 64)
+    assert (endpoint.models.kind, endpoint.models.generator.timeout, endpoint.models.generator.generation.max_tokens) \
+        == ("endpoint", EndpointGenerator().timeout, 128)
+    assert endpoint.models.chat.endpoint.schema_format == "json_schema" and local.models.chat.endpoint is None
+    assert config("models=minilm").models.embedder.batch_size == 64
+    assert config("store=weaviate").store.collection_prefix == WeaviateStore().collection_prefix
+    assert config("pipeline=crag").crag.incorrect_action == "refuse"
+    with pytest.raises(ConfigCompositionException, match="Could not override 'store.tokenization'"):
+        config("store.tokenization=word")  # a Weaviate key on the in-memory store
+    with pytest.raises(ConfigCompositionException, match="Could not override 'models.generator.base_url'"):
+        config("models.generator.base_url=http://127.0.0.1:9/v1")  # an endpoint's key on local models
+
+
+def test_a_bundle_config_is_typed_by_its_kind_and_an_old_one_by_its_generator():
+    cfg = OmegaConf.create(OmegaConf.to_container(config()))
+    cfg.store.kind = "qdrant"
+    with pytest.raises(ConfigError, match=r"config key 'store.kind': unknown kind 'qdrant' \(valid: in_memory, weaviate\)"):
+        validate(cfg)
+    old = OmegaConf.create(OmegaConf.to_container(config("models=openai_compatible")))
+    del old.models["kind"]  # promoted before models.kind existed
+    validate(old)
+    old.models.generator.generation.max_tokens = "many"
+    with pytest.raises(ConfigError, match="config key 'models.generator.generation.max_tokens'"):
+        validate(old)
+
+
+def test_an_unavailable_model_met_while_typing_fails_with_its_own_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    resolve_model.cache_clear()
+    with pytest.raises(ModelUnavailableError, match="^model 'BAAI/bge-m3' is not in the local Hugging Face cache"):
+        validate(config("models=bge_m3"))
 
 
 def test_unknown_component_class_names_the_pipeline_key(tmp_path):
