@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.common.response_formats import SCHEMA_FORMATS
 from pipelines.models import resolve_model
-
-# How each kind of server takes a JSON schema in `response_format`.
-SCHEMA_FORMATS = {
-    # OpenAI, vLLM, SGLang, Ollama >= 0.5, llama.cpp's own server: the OpenAI structured-output form.
-    "json_schema": lambda schema: {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}},
-    # llama-cpp-python's server and Anyscale: JSON mode with the schema beside it.
-    "json_object_schema": lambda schema: {"type": "json_object", "schema": schema},
-    # JSON mode only (DeepSeek): the prompt's example is the only guide to the shape.
-    "json_object": lambda schema: {"type": "json_object"},
-}
 
 
 def json_chat_generator(
@@ -46,7 +37,7 @@ def json_chat_generator(
             n_ctx=n_ctx,
             n_batch=512,
             model_kwargs={"verbose": False, "seed": seed},
-            generation_kwargs={**generation, "response_format": {"type": "json_object", "schema": schema}},
+            generation_kwargs={**generation, "response_format": SCHEMA_FORMATS["json_object_schema"](schema)},
         )
     from haystack.components.generators.chat import OpenAIChatGenerator
     from haystack.utils import Secret

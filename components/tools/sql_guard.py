@@ -84,6 +84,8 @@ class SqlGuard:
             raise SqlRefused("refused: no SQL statement found")
         if len(statements) > 1:
             raise SqlRefused(f"refused: exactly one statement is allowed, got {len(statements)}")
+        if isinstance(statements[0], exp.Condition):  # a bare value or expression, such as a search term
+            raise SqlRefused(f"refused: {sql.strip()[:80]!r} is not a query; write one SELECT ... FROM <table>")
         if not isinstance(statements[0], exp.Select):
             raise SqlRefused(f"refused: {_describe(statements[0])} is not allowed; write one read-only SELECT")
         return statements[0]

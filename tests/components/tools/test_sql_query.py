@@ -114,6 +114,7 @@ def test_the_adversarial_suite_is_refused_by_the_guard_and_nothing_runs(tool):
         ("SELECT * FROM it_assets WHERE \u212aind = 'laptop'", "is not plain ASCII"),
         ("SELECT * FROM main.offices", "main.offices: name the table without a schema"),
         ('SELECT * FROM offices WHERE city = "Shanghai"', "unknown column 'Shanghai'"),
+        ("SHA", "'SHA' is not a query; write one SELECT ... FROM <table>"),
     ],
 )
 def test_a_refusal_says_why_so_the_agent_can_correct_itself(tool, attack, reason):

@@ -1,0 +1,160 @@
+"""Tool calls from a chat model that has no tool-calling of its own, held to a JSON schema so every step parses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict
+from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
+from haystack.tools import Tool, Toolset, flatten_tools_or_toolsets
+
+from components.common.response_formats import SCHEMA_FORMATS
+
+TOOLS_PROMPT = (
+    "You act only by calling one tool per reply, as JSON: {{\"tool\": NAME, \"arguments\": {{...}}}}. "
+    "Tool results come back as observations. Tools:\n{tools}"
+)
+
+
+@component
+class JsonToolChatGenerator:
+    """
+    Lets Haystack's `Agent` drive a chat model without native tool calls, such as SmolLM2 through llama.cpp.
+
+    Each reply is held to a JSON schema: one of the tools, by name, with that tool's argument schema. llama.cpp
+    turns the schema into a grammar, so even a 135M model replies with a call that parses and names a real tool;
+    an endpoint gets the schema in `response_format`. The tools are listed in a system message, earlier calls and
+    their results are replayed as plain turns, and the reply comes back as a `ToolCall`, so the Agent's loop, exit
+    conditions, hooks and traces work as with a native tool-calling model.
+
+    ### Usage example
+    ```python
+    generator = JsonToolChatGenerator(chat_generator=LlamaCppChatGenerator(model=path, n_ctx=4096))
+    agent = Agent(chat_generator=generator, tools=[sql_tool, final_answer], exit_conditions=["final_answer"])
+    ```
+    """
+
+    def __init__(
+        self, chat_generator: Any, schema_format: str = "json_object_schema", max_argument_chars: int = 200
+    ) -> None:
+        """
+        :param chat_generator: The chat generator that writes each call (LlamaCppChatGenerator, OpenAIChatGenerator).
+        :param schema_format: How it takes the schema: json_object_schema (llama.cpp) | json_schema (OpenAI and
+            most servers) | json_object (JSON mode only).
+        :param max_argument_chars: The longest text argument the schema allows, so that a call ends within the
+            chat generator's max_tokens instead of being cut off unparsed.
+        """
+        if schema_format not in SCHEMA_FORMATS:
+            raise ValueError(f"schema_format must be one of {sorted(SCHEMA_FORMATS)}, got {schema_format!r}")
+        if max_argument_chars < 1:
+            raise ValueError(f"max_argument_chars must be >= 1, got {max_argument_chars}")
+        self.chat_generator = chat_generator
+        self.schema_format = schema_format
+        self.max_argument_chars = max_argument_chars
+
+    def warm_up(self) -> None:
+        if hasattr(self.chat_generator, "warm_up"):
+            self.chat_generator.warm_up()
+
+    @component.output_types(replies=list[ChatMessage])
+    def run(
+        self,
+        messages: list[ChatMessage],
+        streaming_callback: Any = None,
+        *,
+        generation_kwargs: dict[str, Any] | None = None,
+        tools: list[Tool] | Toolset | None = None,
+    ) -> dict[str, list[ChatMessage]]:
+        """
+        :param messages: The conversation so far, tool calls and results included.
+        :param streaming_callback: Unused: a call is parsed whole.
+        :param generation_kwargs: Passed to the chat generator, with the tool-call schema as `response_format`.
+        :param tools: The tools the reply may call; without tools the chat generator answers as it is.
+        :returns: `replies`: one assistant message holding a tool call, or its text when it did not parse.
+        """
+        flat = flatten_tools_or_toolsets(tools) if tools else []
+        if not flat:
+            return self.chat_generator.run(messages=messages, generation_kwargs=generation_kwargs)
+        schema = tool_call_schema(flat, self.max_argument_chars)
+        kwargs = {**(generation_kwargs or {}), "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
+        prompt = [ChatMessage.from_system(TOOLS_PROMPT.format(tools=_tool_lines(flat))), *_as_plain_turns(messages)]
+        (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]
+        return {"replies": [_as_tool_call(reply, {t.name for t in flat})]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self, chat_generator=component_to_dict(self.chat_generator, "chat_generator"),
+            schema_format=self.schema_format, max_argument_chars=self.max_argument_chars,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JsonToolChatGenerator:
+        parameters = dict(data["init_parameters"])
+        inner = parameters["chat_generator"]
+        parameters["chat_generator"] = component_from_dict(import_class_by_name(inner["type"]), inner, "chat_generator")
+        return default_from_dict(cls, {**data, "init_parameters": parameters})
+
+
+def tool_call_schema(tools: list[Tool], max_chars: int) -> dict[str, Any]:
+    """One of the tools by name, with its own arguments' schema, each text at most `max_chars` long."""
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"tool": {"const": t.name}, "arguments": _bounded(t.parameters, max_chars)},
+                "required": ["tool", "arguments"],
+            }
+            for t in tools
+        ]
+    }
+
+
+def _bounded(schema: Any, max_chars: int) -> Any:
+    if isinstance(schema, list):
+        return [_bounded(item, max_chars) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: _bounded(value, max_chars) for key, value in schema.items()}
+    if bounded.get("type") == "string" and "maxLength" not in bounded:
+        bounded["maxLength"] = max_chars
+    return bounded
+
+
+def _tool_lines(tools: list[Tool]) -> str:
+    return "\n".join(
+        f"- {t.name}: {t.description} Arguments: {json.dumps(t.parameters.get('properties', {}), ensure_ascii=False)}"
+        for t in tools
+    )
+
+
+def _as_plain_turns(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Earlier calls as the JSON the model wrote, and their results as user turns, for chat templates without a
+    tool role."""
+    turns = []
+    for message in messages:
+        if message.tool_calls:
+            call = message.tool_calls[0]
+            turns.append(ChatMessage.from_assistant(json.dumps({"tool": call.tool_name, "arguments": call.arguments},
+                                                               ensure_ascii=False)))
+        elif message.tool_call_results:
+            result = message.tool_call_results[0]
+            status = "error" if result.error else "result"
+            turns.append(ChatMessage.from_user(f"Observation ({result.origin.tool_name} {status}):\n{result.result}"))
+        elif message.is_from(ChatRole.SYSTEM):
+            turns.append(ChatMessage.from_system(message.text or ""))
+        else:
+            turns.append(message)
+    return turns
+
+
+def _as_tool_call(reply: ChatMessage, names: set[str]) -> ChatMessage:
+    try:
+        call = json.loads(reply.text or "")
+        name, arguments = call["tool"], call["arguments"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return ChatMessage.from_assistant(reply.text or "", meta={**reply.meta, "tool_call_parsed": False})
+    if name not in names or not isinstance(arguments, dict):
+        return ChatMessage.from_assistant(reply.text or "", meta={**reply.meta, "tool_call_parsed": False})
+    return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name=name, arguments=arguments)], meta=reply.meta)

@@ -1,0 +1,76 @@
+"""The agent's tools as Haystack tools: `kb_search` over a search pipeline scoped by the request, `sql_query` over
+the read-only SQL component, and `final_answer`, whose call ends the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from haystack import Document, Pipeline
+from haystack.components.agents.state.state_utils import merge_lists
+from haystack.tools import ComponentTool, PipelineTool, Tool
+
+from components.agents.scoped_query import FILTERS_KEY
+from components.tools.sql_query import SqlQuery
+
+# The Agent state the tools read and fill: the request's scope, and what the tools returned (scored as the
+# retrieval and context of the question).
+STATE_SCHEMA: dict[str, dict[str, Any]] = {
+    FILTERS_KEY: {"type": dict[str, Any] | None},
+    "documents": {"type": list[Document], "handler": merge_lists},
+    "sql_citations": {"type": list[str], "handler": merge_lists},
+    "deadline": {"type": float},
+}
+# Characters of each passage the model reads in a search observation.
+PASSAGE_CHARS = 400
+
+
+def kb_search_tool(search: Pipeline, documents_output: str, description: str) -> PipelineTool:
+    """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket."""
+    return PipelineTool(
+        pipeline=search,
+        name="kb_search",
+        description=description,
+        input_mapping={"query": ["scope.query"], "state": ["scope.state"]},
+        output_mapping={documents_output: "documents"},
+        outputs_to_string={"source": "documents", "handler": documents_observation},
+        outputs_to_state={"documents": {"source": "documents"}},
+    )
+
+
+def sql_query_tool(sql: SqlQuery, description: str) -> ComponentTool:
+    return ComponentTool(
+        component=sql,
+        name="sql_query",
+        description=description,
+        outputs_to_string={"source": "observation"},
+        outputs_to_state={"sql_citations": {"source": "citations"}},
+    )
+
+
+def final_answer_tool() -> Tool:
+    return Tool(
+        name="final_answer",
+        description="Give the answer, citing the passages ([doc_id]) and table rows (sql:table/key) it comes from.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string"},
+                "citations": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["answer", "citations"],
+        },
+        function=_final_answer,
+    )
+
+
+def documents_observation(documents: list[Document]) -> str:
+    """The passages as the model reads them: each with its doc id, so the answer can cite it."""
+    if not documents:
+        return "no passages found"
+    return "\n".join(
+        f"[{d.meta.get('doc_id', d.id)}] {' '.join((d.content or '').split())[:PASSAGE_CHARS]}" for d in documents
+    )
+
+
+def _final_answer(answer: str, citations: list[str]) -> dict[str, Any]:
+    return {"answer": answer, "citations": citations}
