@@ -9,15 +9,15 @@ from haystack import Document, Pipeline
 from haystack.components.agents.state.state_utils import merge_lists
 from haystack.tools import ComponentTool, PipelineTool, Tool
 
+from components.agents.agent_answer import FINAL_ANSWER
 from components.agents.scoped_query import FILTERS_KEY
 from components.tools.sql_query import SqlQuery
 
-# The Agent state the tools read and fill: the request's scope, and what the tools returned (scored as the
-# retrieval and context of the question).
+# The Agent state the tools read and fill: the request's scope, and what the tools returned, passages and table
+# rows alike (scored as the question's retrieval and context, and what its answer may cite).
 STATE_SCHEMA: dict[str, dict[str, Any]] = {
     FILTERS_KEY: {"type": dict[str, Any] | None},
     "documents": {"type": list[Document], "handler": merge_lists},
-    "sql_citations": {"type": list[str], "handler": merge_lists},
     "deadline": {"type": float},
 }
 # Characters of each passage the model reads in a search observation.
@@ -43,13 +43,13 @@ def sql_query_tool(sql: SqlQuery, description: str) -> ComponentTool:
         name="sql_query",
         description=description,
         outputs_to_string={"source": "observation"},
-        outputs_to_state={"sql_citations": {"source": "citations"}},
+        outputs_to_state={"documents": {"source": "documents"}},
     )
 
 
 def final_answer_tool() -> Tool:
     return Tool(
-        name="final_answer",
+        name=FINAL_ANSWER,
         description="Give the answer, citing the passages ([doc_id]) and table rows (sql:table/key) it comes from.",
         parameters={
             "type": "object",

@@ -20,6 +20,7 @@ from pipelines.built import BuiltPipeline
 from pipelines.instantiate import instantiate, locate
 from pipelines.none_slots import add_pass_throughs
 from pipelines.spec import (
+    GOLDEN_INPUTS,
     SPEC_KEYS,
     PipelineConfigError,
     flat_connections,
@@ -65,6 +66,8 @@ def build_pipeline(
             )
 
     resources = dict(resources or {})
+    for name, sub in _subpipelines(spec, key).items():  # e.g. the retrieval an agent's search tool runs
+        resources[f"pipeline.{name}"] = build_pipeline(sub, resources, f"{key}.subpipelines.{name}", GOLDEN_INPUTS)
     instances: dict[str, Any] = {}
     none_slots = [name for name, cfg in components_spec.items() if is_none(cfg)]
     for name, cfg in components_spec.items():
@@ -124,6 +127,8 @@ def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline"
     Decided from the config, before the index (whose fingerprint depends on it) exists.
     """
     spec = with_answer_stage(flat_connections(to_container(spec, key), key), key)
+    if any(reads_embeddings(sub, f"{key}.subpipelines.{name}") for name, sub in _subpipelines(spec, key).items()):
+        return True
     for name, cfg in (spec.get("components") or {}).items():
         if is_none(cfg) or not isinstance(cfg, Mapping):
             continue
@@ -131,3 +136,11 @@ def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline"
         if callable(run) and "query_embedding" in inspect.signature(run).parameters:
             return True
     return False
+
+
+def _subpipelines(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """`subpipelines`: name -> a pipeline spec, built before the components, which take it as `@pipeline.<name>`."""
+    subpipelines = spec.get("subpipelines") or {}
+    if not isinstance(subpipelines, Mapping):
+        raise PipelineConfigError(f"{key}.subpipelines: must be a mapping of name -> pipeline spec")
+    return dict(subpipelines)

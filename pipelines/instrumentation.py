@@ -197,8 +197,9 @@ def chat_generators(components: Iterable[Any], depth: int = 3) -> list[Any]:
             return
         if not is_component(obj):
             return
-        if is_chat_generator(obj):
+        if is_chat_generator(obj):  # counted once, at the outermost: a wrapper's inner model is its own call
             found[id(obj)] = obj
+            return
         for value in vars(obj).values():
             visit(value, level + 1)
 

@@ -56,6 +56,7 @@ SPEC_KEYS = {
     "queries_from",
     "max_runs_per_component",
     "model_slots",
+    "subpipelines",
 }
 QUERIES_FROM_KEYS = ("socket", "question", "paths")
 # Optional: `filters`, the expander's filters input; `query`, the socket that feeds each path's `query` (default:

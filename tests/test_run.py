@@ -486,3 +486,22 @@ def test_an_optuna_study_searches_on_dev_checks_its_front_on_test_and_goes_on_pa
     children = [r for r in runs_of(tmp_path) if r.info.run_id != parent_id]
     assert len(children) == 5 + len(test_rows)  # the trials on dev, the default and the front on test
     assert {r.data.params.get("dataset.holdout.use") for r in children if r.info.status == "FINISHED"} == {"dev", "test"}
+
+
+def test_the_agentic_pipeline_runs_offline_on_smollm2_and_logs_what_the_agent_did(tmp_path):
+    """Haystack's Agent on SmolLM2 under the tools' JSON schema, with kb_search over `advanced` and the demo's
+    tables: every question ends by an answer or a safeguard, and the run logs steps, tool calls and endings."""
+    out = job_dir(tmp_path, "agentic")
+    sql = ROOT / "data" / "demo" / "sql" / "company.sql"
+    run(tmp_path, "pipeline=agentic", *write_local_dataset(tmp_path), f"+dataset.sql={sql}", "eval.trace_sample=1",
+        f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    endings = [k for k in metrics if k.startswith("agent/stop_reason/")]
+    assert abs(sum(metrics[k] for k in endings) - 1.0) < 1e-9  # each question ended exactly one way
+    assert {"agent/tool_calls/kb_search", "agent/tool_calls/sql_query", "agent/tool_calls/final_answer"} <= set(metrics)
+    assert 1 <= metrics["agent/steps_per_question"] <= 6
+    assert metrics["cost/llm_calls_per_question"] == metrics["agent/steps_per_question"]  # one model call a step
+    for key in ("retrieval/recall_at_10", "context/recall", "answer/f1", "answer/refusal_accuracy"):
+        assert key in metrics, key
+    assert len(records) == 4 and all(r["agent/steps"] >= 1 for r in records)

@@ -37,7 +37,13 @@ class JsonToolChatGenerator:
     """
 
     def __init__(
-        self, chat_generator: Any, schema_format: str = "json_object_schema", max_argument_chars: int = 200
+        self,
+        chat_generator: Any,
+        schema_format: str = "json_object_schema",
+        max_argument_chars: int = 120,
+        max_argument_items: int = 3,
+        generation_kwargs: dict[str, Any] | None = None,
+        first_tool: str | None = None,
     ) -> None:
         """
         :param chat_generator: The chat generator that writes each call (LlamaCppChatGenerator, OpenAIChatGenerator).
@@ -45,14 +51,22 @@ class JsonToolChatGenerator:
             most servers) | json_object (JSON mode only).
         :param max_argument_chars: The longest text argument the schema allows, so that a call ends within the
             chat generator's max_tokens instead of being cut off unparsed.
+        :param max_argument_items: The longest list argument the schema allows (e.g. citations), for the same reason.
+        :param generation_kwargs: Merged into every call's (e.g. a larger `max_tokens` for a call than for an answer).
+        :param first_tool: The only tool the first step may call (e.g. a search, so that a small model does not
+            answer from nothing); None: any tool.
         """
         if schema_format not in SCHEMA_FORMATS:
             raise ValueError(f"schema_format must be one of {sorted(SCHEMA_FORMATS)}, got {schema_format!r}")
-        if max_argument_chars < 1:
-            raise ValueError(f"max_argument_chars must be >= 1, got {max_argument_chars}")
+        if max_argument_chars < 1 or max_argument_items < 1:
+            raise ValueError(f"max_argument_chars and max_argument_items must be >= 1, got {max_argument_chars} "
+                             f"and {max_argument_items}")
         self.chat_generator = chat_generator
         self.schema_format = schema_format
         self.max_argument_chars = max_argument_chars
+        self.max_argument_items = max_argument_items
+        self.generation_kwargs = dict(generation_kwargs or {})
+        self.first_tool = first_tool
 
     def warm_up(self) -> None:
         if hasattr(self.chat_generator, "warm_up"):
@@ -70,15 +84,20 @@ class JsonToolChatGenerator:
         """
         :param messages: The conversation so far, tool calls and results included.
         :param streaming_callback: Unused: a call is parsed whole.
+        :param max_argument_items: The longest list argument the schema allows (e.g. citations), for the same reason.
         :param generation_kwargs: Passed to the chat generator, with the tool-call schema as `response_format`.
         :param tools: The tools the reply may call; without tools the chat generator answers as it is.
         :returns: `replies`: one assistant message holding a tool call, or its text when it did not parse.
         """
         flat = flatten_tools_or_toolsets(tools) if tools else []
         if not flat:
-            return self.chat_generator.run(messages=messages, generation_kwargs=generation_kwargs)
-        schema = tool_call_schema(flat, self.max_argument_chars)
-        kwargs = {**(generation_kwargs or {}), "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
+            return self.chat_generator.run(messages=messages, generation_kwargs={**self.generation_kwargs,
+                                                                                **(generation_kwargs or {})})
+        if self.first_tool is not None and not any(m.tool_calls for m in messages):
+            flat = [t for t in flat if t.name == self.first_tool] or flat
+        schema = tool_call_schema(flat, self.max_argument_chars, self.max_argument_items)
+        kwargs = {**self.generation_kwargs, **(generation_kwargs or {}),
+                  "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
         prompt = [ChatMessage.from_system(TOOLS_PROMPT.format(tools=_tool_lines(flat))), *_as_plain_turns(messages)]
         (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]
         return {"replies": [_as_tool_call(reply, {t.name for t in flat})]}
@@ -87,6 +106,8 @@ class JsonToolChatGenerator:
         return default_to_dict(
             self, chat_generator=component_to_dict(self.chat_generator, "chat_generator"),
             schema_format=self.schema_format, max_argument_chars=self.max_argument_chars,
+            max_argument_items=self.max_argument_items,
+            generation_kwargs=self.generation_kwargs, first_tool=self.first_tool,
         )
 
     @classmethod
@@ -97,13 +118,14 @@ class JsonToolChatGenerator:
         return default_from_dict(cls, {**data, "init_parameters": parameters})
 
 
-def tool_call_schema(tools: list[Tool], max_chars: int) -> dict[str, Any]:
-    """One of the tools by name, with its own arguments' schema, each text at most `max_chars` long."""
+def tool_call_schema(tools: list[Tool], max_chars: int, max_items: int) -> dict[str, Any]:
+    """One of the tools by name, with its own arguments' schema, each text at most `max_chars` long and each list
+    at most `max_items` long."""
     return {
         "anyOf": [
             {
                 "type": "object",
-                "properties": {"tool": {"const": t.name}, "arguments": _bounded(t.parameters, max_chars)},
+                "properties": {"tool": {"const": t.name}, "arguments": _bounded(t.parameters, max_chars, max_items)},
                 "required": ["tool", "arguments"],
             }
             for t in tools
@@ -111,14 +133,16 @@ def tool_call_schema(tools: list[Tool], max_chars: int) -> dict[str, Any]:
     }
 
 
-def _bounded(schema: Any, max_chars: int) -> Any:
+def _bounded(schema: Any, max_chars: int, max_items: int) -> Any:
     if isinstance(schema, list):
-        return [_bounded(item, max_chars) for item in schema]
+        return [_bounded(item, max_chars, max_items) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    bounded = {key: _bounded(value, max_chars) for key, value in schema.items()}
-    if bounded.get("type") == "string" and "maxLength" not in bounded:
-        bounded["maxLength"] = max_chars
+    bounded = {key: _bounded(value, max_chars, max_items) for key, value in schema.items()}
+    if bounded.get("type") == "string":
+        bounded.setdefault("maxLength", max_chars)
+    if bounded.get("type") == "array":
+        bounded.setdefault("maxItems", max_items)
     return bounded
 
 

@@ -29,6 +29,15 @@ class SentenceSupport(TypedDict):
     supported: bool
 
 
+class AgentRun(TypedDict):
+    """How an agent reached its answer: model calls, the tools it called in order and per tool, why it stopped."""
+
+    steps: int
+    tools: list[str]
+    tool_calls: dict[str, int]
+    stop_reason: str
+
+
 class AnswerMeta(TypedDict, total=False):
     # Required: the answer declines to answer ("I don't know"); refusal metrics read only this.
     refused: Required[bool]
@@ -44,6 +53,8 @@ class AnswerMeta(TypedDict, total=False):
     refusal_reason: str  # why a branch refused (self-check, a fixed reply)
     reply_reason: str  # why a branch answered without the answer stage
     selfcheck_retries: int
+    agent: AgentRun  # an agent's run (pipeline=agentic)
+    unknown_citations: list[str]  # what an agent cited that its tools never returned
 
 
 # The keys every answer carries, in the order the contract documents them.

@@ -11,13 +11,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.components.agents.state import State
 from sqlglot import exp
 
+from components.agents.scoped_query import FILTERS_KEY
 from components.tools.sql_guard import CheckedQuery, SqlGuard, SqlRefused
 
 # What SQLite's authorizer lets a statement do: read tables and call the guard's functions, nothing else.
 READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+# What a request scoped to a principal gets: the tables carry no tenant or ACL, so none of their rows is for it.
+SCOPED_REFUSAL = ("refused: sql_query does not run for a request scoped by filters (the tables carry no access "
+                  "control); search the documents instead")
 # SQLite VM instructions between two checks of the time limit.
 PROGRESS_STEPS = 10_000
 
@@ -30,10 +35,12 @@ class SqlQuery:
     Three layers keep it read-only. SqlGuard parses the query and accepts only a single SELECT over the allowlisted
     tables and columns, with a LIMIT. The file is opened with `mode=ro`. SQLite's authorizer denies every action
     but reading. A query that runs past `timeout_s` is interrupted. A refusal or an error comes back as
-    `observation` text, not an exception, so the agent can correct itself.
+    `observation` text, not an exception, so the agent can correct itself. Tables carry no tenant or ACL, so under
+    an Agent whose request is scoped by filters (its State's `filters`) nothing runs at all.
 
-    Each answer cites the rows it was computed from as `sql:<table>/<primary key>`, so an answer's citations can
-    be checked against what the tool returned.
+    Each answer cites the rows it was computed from as `sql:<table>/<primary key>`, and returns each of those rows
+    as a Document with that `doc_id`, so an answer's citations are checked, and its sentences supported, as with
+    passages.
 
     ### Usage example
     ```python
@@ -71,6 +78,7 @@ class SqlQuery:
         self._connection: sqlite3.Connection | None = None
         self._guard: SqlGuard | None = None
         self._primary_keys: dict[str, str] = {}
+        self._columns: dict[str, list[str]] = {}
 
     def warm_up(self) -> None:
         """Opens the database read-only and reads its schema: the allowlist and each table's primary key."""
@@ -84,27 +92,41 @@ class SqlQuery:
             raise ValueError(f"tables {unknown} are not in {self.database} (it has {sorted(schema)})")
         allowed = {t: columns for t, (columns, _) in schema.items() if self.tables is None or t in self.tables}
         self._primary_keys = {t: pk for t, (_, pk) in schema.items() if t in allowed and pk}
+        self._columns = allowed
         self._guard = SqlGuard(allowed, max_rows=self.max_rows, max_tables=self.max_tables)
         connection.execute("PRAGMA query_only = ON")
         connection.set_authorizer(_read_only)
         self._connection = connection
 
-    @component.output_types(rows=list[dict[str, Any]], citations=list[str], observation=str)
-    def run(self, query: str) -> dict[str, Any]:
+    def schema_text(self) -> str:
+        """The allowed tables and their columns, e.g. `offices(code, city)`, for the tool's description."""
+        if self._guard is None:
+            raise RuntimeError("SqlQuery: call warm_up() before schema_text()")
+        return "; ".join(f"{table}({', '.join(self._columns[table])})" for table in sorted(self._columns))
+
+    @component.output_types(rows=list[dict[str, Any]], citations=list[str], documents=list[Document], observation=str)
+    def run(self, query: str, state: State | None = None) -> dict[str, Any]:
         """
         :param query: One SQLite SELECT.
-        :returns: `rows` as column -> value, `citations` (`sql:<table>/<pk>` of the rows read), and `observation`:
-            the rows as text for the agent, or why the query was refused.
+        :param state: An Agent's live state, injected by Haystack (never by the model): a request scoped by
+            `filters` gets no rows.
+        :returns: `rows` as column -> value, `citations` (`sql:<table>/<pk>` of the rows read), `documents` (each
+            row read, as `column: value` lines under its citation as doc_id), and `observation`: the rows as text
+            for the agent, or why the query was refused.
         """
         if self._connection is None or self._guard is None:
             raise RuntimeError("SqlQuery: call warm_up() before run()")
+        if state is not None and state.get(FILTERS_KEY) is not None:
+            return {"rows": [], "citations": [], "documents": [], "observation": SCOPED_REFUSAL}
         try:
             checked = self._guard.check(query)
             rows = self._execute(checked.sql)
             citations = self._citations(checked)
+            documents = self._row_documents(citations)
         except SqlRefused as refused:
-            return {"rows": [], "citations": [], "observation": str(refused)}
-        return {"rows": rows, "citations": citations, "observation": _as_text(checked.sql, rows, citations)}
+            return {"rows": [], "citations": [], "documents": [], "observation": str(refused)}
+        observation = _as_text(checked.sql, rows, citations)
+        return {"rows": rows, "citations": citations, "documents": documents, "observation": observation}
 
     def _execute(self, sql: str) -> list[dict[str, Any]]:
         assert self._connection is not None
@@ -146,6 +168,19 @@ class SqlQuery:
                 if key is not None and citation not in found:
                     found.append(citation)
         return found
+
+    def _row_documents(self, citations: list[str]) -> list[Document]:
+        """The cited rows, whole, as documents (their table's columns as `column: value` lines)."""
+        documents = []
+        for citation in citations:
+            table, key = citation.removeprefix("sql:").split("/", 1)
+            select = exp.select("*").from_(table).where(
+                exp.column(self._primary_keys[table]).eq(exp.Literal.number(key) if key.lstrip("-").isdigit()
+                                                        else exp.Literal.string(key)))
+            (row,) = self._execute(select.sql(dialect="sqlite")) or [{}]
+            content = f"{table}\n" + "\n".join(f"{column}: {value}" for column, value in row.items())
+            documents.append(Document(id=citation, content=content, meta={"doc_id": citation, "source": "sql"}))
+        return documents
 
     def _database_file(self) -> Path:
         source = Path(self.database)

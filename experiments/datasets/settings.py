@@ -49,6 +49,9 @@ class DatasetSettings:
     language: str = "auto"
     # Dev and test parts of the golden set (experiments/datasets/holdout.py).
     holdout: HoldoutSettings = field(default_factory=HoldoutSettings)
+    # A SQLite file or .sql script with the data set's tables, for pipeline=agentic's read-only sql_query tool
+    # (relative paths resolve against the directory you run from); null: the agent searches documents only.
+    sql: str | None = None
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:

@@ -17,6 +17,7 @@ import jieba
 from haystack.dataclasses import GeneratedAnswer
 
 from components.common.sentences import strip_citations
+from experiments.evaluation.agent_metrics import agent_scores
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ARTICLES = {"a", "an", "the"}
@@ -132,7 +133,7 @@ def answer_scores(
             scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
     if not refused:
         scores |= _citation_scores(meta)
-    return scores | _selfcheck_scores(meta)
+    return scores | _selfcheck_scores(meta) | agent_scores(meta)
 
 
 def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:

@@ -24,6 +24,7 @@ from components.routers.routes import CONVERSATIONAL
 from experiments.comparison.significance import mean_ci
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation import metric_names
+from experiments.evaluation.agent_metrics import agent_summary
 from experiments.evaluation.answer_metrics import Similarity, answer_scores
 from experiments.evaluation.context_metrics import context_scores
 from experiments.evaluation.diagnosis import (
@@ -361,7 +362,8 @@ def _layer_summary(records: Sequence[QuestionRecord], has_answer: bool, costs: b
     answer_names = (*metric_names.ANSWER, *metric_names.SELFCHECK)
     metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in answer_names) if value is not None}
     metrics["answer/judge_failures"] = float(sum(r.score("answer/judge_failed") or 0.0 for r in records))
-    return metrics
+    return metrics | agent_summary([{k: float(v) for k, v in r.scores.items() if isinstance(v, int | float)}
+                                    for r in records])
 
 
 def _values(records: Sequence[QuestionRecord], name: str) -> list[float]:

@@ -45,7 +45,7 @@ def model_identities(cfg: DictConfig, query: BuiltPipeline, embedder: str) -> di
     identities = {"embedder": embedder}
     if query.llm_components:
         identities["generator"] = generator_identity(cfg.models.generator)
-    if query.answer_output is not None and cfg.answer.get("model"):
+    if OmegaConf.select(cfg, "pipeline.answer") is not None and cfg.answer.get("model"):  # it runs the answer stage
         identities["answer"] = model_identity(cfg.answer.model)
     identities |= {slot: generator_identity(model) for slot, model in slot_models(cfg, query).items()}
     return identities

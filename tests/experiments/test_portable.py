@@ -12,7 +12,7 @@ def test_the_portable_config_keeps_model_references_and_makes_project_paths_rela
     assert "${model_path:${models.embedder.model}}" in text and "site-packages" not in text
     assert str(PROJECT_DIR) not in text
     assert OmegaConf.to_container(OmegaConf.create(text))["dataset"]["meta_file"] == "${project_path:data/demo/tenants.jsonl}"
-    assert project_files(text) == ["data/demo/tenants.jsonl", "data/router/examples.jsonl"]
+    assert project_files(text) == ["data/demo/sql/company.sql", "data/demo/tenants.jsonl", "data/router/examples.jsonl"]
 
 
 def test_paths_outside_the_project_stay_as_given():

@@ -3,12 +3,14 @@ import re
 import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from omegaconf import OmegaConf
 
 from components.common.pass_through import PassThrough
-from pipelines.builder import build_pipeline
+from pipelines.builder import build_pipeline, reads_embeddings
 from pipelines.haystack_compat import output_sockets
 from pipelines.spec import PipelineConfigError
 from tests.support.pipeline_specs import REFUSALS, answer_stage
+from tests.support.shipped import composed
 
 BM25 = "haystack.components.retrievers.in_memory.InMemoryBM25Retriever"
 
@@ -427,3 +429,14 @@ def test_an_embedder_that_feeds_another_component_cannot_move_into_the_path(embe
     broken["connections"] = [*broken["connections"], ["embedder.embedding", "fusion.query"]]
     with pytest.raises(PipelineConfigError, match="the embedder 'embedder' in front of 'dense' feeds other components"):
         build_pipeline(broken, {"store": embedded_store})
+
+
+def test_a_subpipeline_is_built_first_and_handed_to_components_by_name(store, tmp_path):
+    cfg = composed("pipeline=agentic", "pipeline@pipeline.subpipelines.search=bm25_haystack", f"paths.cache={tmp_path}")
+    built = build_pipeline(cfg.pipeline, {"store": store, "index_dir": str(tmp_path)})
+    kb_search = next(t for t in built.pipeline.get_component("agent").tools if t.name == "kb_search")
+    assert list(kb_search.parameters["properties"]) == ["query"]
+    assert reads_embeddings(composed("pipeline=agentic").pipeline)  # its search (advanced) reads vectors
+    assert not reads_embeddings(cfg.pipeline)
+    with pytest.raises(PipelineConfigError, match=r"pipeline.subpipelines: must be a mapping"):
+        build_pipeline({**OmegaConf.to_container(cfg.pipeline, resolve=True), "subpipelines": ["search"]}, {})

@@ -84,11 +84,18 @@ def test_a_reply_that_is_not_a_call_comes_back_as_text():
     assert reply.meta["tool_call_parsed"] is False
 
 
+def test_the_first_step_may_be_held_to_one_tool(smollm2, tools):
+    generator = JsonToolChatGenerator(chat_generator=smollm2, first_tool="final_answer")
+    (reply,) = generator.run(messages=[ChatMessage.from_user("How many laptops?")], tools=tools)["replies"]
+    assert [c.tool_name for c in reply.tool_calls] == ["final_answer"]
+
+
 def test_the_schema_is_one_of_the_tools_with_its_arguments():
     arguments = {"type": "object", "properties": {
         "answer": {"type": "string", "maxLength": 80},
-        "citations": {"type": "array", "items": {"type": "string", "maxLength": 80}}}, "required": ["answer", "citations"]}
-    assert tool_call_schema([final_answer_tool()], 80) == {"anyOf": [{
+        "citations": {"type": "array", "items": {"type": "string", "maxLength": 80}, "maxItems": 2}},
+        "required": ["answer", "citations"]}
+    assert tool_call_schema([final_answer_tool()], 80, 2) == {"anyOf": [{
         "type": "object", "properties": {"tool": {"const": "final_answer"}, "arguments": arguments},
         "required": ["tool", "arguments"]}]}
 
@@ -112,7 +119,8 @@ def test_to_dict_and_back():
     assert data == {
         "type": "components.agents.json_tool_chat_generator.JsonToolChatGenerator",
         "init_parameters": {"chat_generator": inner.to_dict(), "schema_format": "json_schema",
-                            "max_argument_chars": 200},
+                            "max_argument_chars": 120, "max_argument_items": 3, "generation_kwargs": {},
+                            "first_tool": None},
     }
     assert JsonToolChatGenerator.from_dict(data).to_dict() == data
     with pytest.raises(ValueError, match="schema_format must be one of"):

@@ -5,10 +5,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from haystack.components.agents.state import State
 from haystack.tools import ComponentTool
 
 from components.tools.sql_guard import SqlGuard, SqlRefused
-from components.tools.sql_query import SqlQuery
+from components.tools.sql_query import SCOPED_REFUSAL, SqlQuery
 
 SCRIPT = Path(__file__).resolve().parents[3] / "data" / "demo" / "sql" / "company.sql"
 
@@ -92,7 +93,7 @@ def test_the_adversarial_suite_is_refused_by_the_guard_and_nothing_runs(tool):
     before = _database_state(tool)
     for attack in ADVERSARIAL:
         reply = tool.run(query=attack)
-        assert reply["rows"] == [] and reply["citations"] == [], attack
+        assert reply["rows"] == reply["citations"] == reply["documents"] == [], attack
         assert reply["observation"].startswith("refused: "), attack
         assert "SQLite could not run it" not in reply["observation"], attack  # the guard, not SQLite, stopped it
         with pytest.raises(SqlRefused):
@@ -132,6 +133,12 @@ def test_rows_are_answered_and_cite_the_table_rows_they_come_from(tool):
                          "WHERE l.grade = 8 ORDER BY l.annual_days DESC, o.code LIMIT 1")
     assert top["rows"] == [{"city_zh": "奥斯汀", "annual_days": 25}]
     assert top["citations"] == ["sql:leave_allowance/16", "sql:offices/AUS"]  # only the row returned
+    assert [(d.id, d.meta["doc_id"], d.content) for d in top["documents"]] == [
+        ("sql:leave_allowance/16", "sql:leave_allowance/16",
+         "leave_allowance\nid: 16\noffice: AUS\ngrade: 8\nannual_days: 25\nsick_days: 10\ncarry_over_days: 5"),
+        ("sql:offices/AUS", "sql:offices/AUS",
+         "offices\ncode: AUS\ncity: Austin\ncity_zh: 奥斯汀\ncountry: United States\ntimezone: America/Chicago"),
+    ]
     assert "1 rows for: SELECT o.city_zh" in top["observation"]
 
 
@@ -162,7 +169,8 @@ def test_a_query_past_its_time_limit_is_interrupted(tmp_path):
     tool = SqlQuery(database=str(path), timeout_s=0.2)
     tool.warm_up()
     reply = tool.run(query="SELECT COUNT(*) FROM n a JOIN n b ON a.v <> b.id")
-    assert reply == {"rows": [], "citations": [], "observation": "refused: the query ran past its 0.2 s limit"}
+    assert reply == {"rows": [], "citations": [], "documents": [],
+                     "observation": "refused: the query ran past its 0.2 s limit"}
     assert tool.run(query="SELECT COUNT(*) AS k FROM n")["rows"] == [{"k": 20_000}]  # the next query runs
 
 
@@ -200,3 +208,11 @@ def test_it_is_a_haystack_tool_whose_only_argument_is_the_query(tool):
     reply = sql_tool.invoke(query="SELECT city FROM offices WHERE code = 'SZX'")
     assert reply["observation"] == (
         "1 rows for: SELECT city FROM offices WHERE code = 'SZX' LIMIT 50\ncity=Shenzhen\nrows read: sql:offices/SZX")
+
+
+def test_under_an_agent_scoped_by_filters_nothing_runs(tool):
+    schema = {"filters": {"type": dict | None}}
+    scoped = State(schema=schema, data={"filters": {"field": "meta.tenant", "operator": "==", "value": "acme"}})
+    reply = tool.run(query="SELECT * FROM offices", state=scoped)
+    assert reply == {"rows": [], "citations": [], "documents": [], "observation": SCOPED_REFUSAL}
+    assert len(tool.run(query="SELECT * FROM offices", state=State(schema=schema))["rows"]) == 4  # unscoped

@@ -1,0 +1,132 @@
+"""An agent's run as one answer under ragtune's answer contract, so every answer metric applies to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.dataclasses import ChatMessage, GeneratedAnswer
+
+from components.answer.answer_meta import AgentRun, AnswerMeta
+from components.answer.citation_verifier import CitationVerifier
+from components.common.text import refusal_for
+
+# The tool whose call is the answer (pipelines/agentic.py makes it the exit condition).
+FINAL_ANSWER = "final_answer"
+# Why a run stopped without an answer, as the refusal says it.
+STOP_REASONS = {
+    "max_agent_steps": "step limit",
+    "token_budget_exceeded": "token budget",
+    "timeout": "time limit",
+    "repeated_call": "repeated tool call",
+    "length": "reply cut off",
+    "text": "no tool call",
+}
+
+
+@component
+class AgentAnswer:
+    """
+    Turns what Haystack's `Agent` returns into a `GeneratedAnswer` that keeps the answer contract.
+
+    The answer is the `final_answer` call's text. Its citations name documents by `doc_id` (a passage's, or a table
+    row's `sql:<table>/<key>`), and only documents the tools returned in this run count: the CitationVerifier then
+    checks each sentence against the documents it cites, as for any generated answer. A run that stopped for any
+    other reason (steps, tokens, time, a repeated call) is an honest refusal that says why. The answer's meta also
+    keeps the run: `agent` holds its steps, tool calls in order, tool-call counts and stop reason.
+
+    ### Usage example
+    ```python
+    answer = AgentAnswer(refusals={"en": "I cannot answer this from the provided documents."})
+    answer.run(query=q, messages=out["messages"], documents=out["documents"], exit_reason=out["exit_reason"],
+               step_count=out["step_count"], tool_call_counts=out["tool_call_counts"])
+    ```
+    """
+
+    answer_meta_keys = (*CitationVerifier.answer_meta_keys, "agent", "refusal_reason", "unknown_citations")
+
+    def __init__(
+        self, refusals: dict[str, str], refusal_patterns: list[str] | None = None, support_threshold: float = 0.5
+    ) -> None:
+        """
+        :param refusals: Language -> the refusal sentence; a stopped run's refusal adds why it stopped.
+        :param refusal_patterns: Regular expressions that also count as a refusal in the final answer.
+        :param support_threshold: Minimum lexical support for a sentence to count as supported by its citations.
+        """
+        self.refusals = dict(refusals)
+        self.refusal_patterns = list(refusal_patterns or [])
+        self.support_threshold = support_threshold
+        self._verifier = CitationVerifier(refusals, refusal_patterns, support_threshold)
+
+    @component.output_types(answers=list[GeneratedAnswer], documents=list[Document])
+    def run(
+        self,
+        query: str,
+        messages: list[ChatMessage],
+        exit_reason: str,
+        step_count: int,
+        tool_call_counts: dict[str, int],
+        documents: list[Document] | None = None,
+        token_usage: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """
+        :param query: The question.
+        :param messages: The run's conversation (tool calls and results included).
+        :param exit_reason: Why the Agent stopped (`final_answer` when it answered).
+        :param step_count: Model calls made.
+        :param tool_call_counts: Calls per tool.
+        :param documents: What the tools returned, passages and table rows alike, in order.
+        :param token_usage: The run's token counts.
+        :returns: `answers`: one answer under the answer contract; `documents`: what the tools returned, each once,
+            in the order they first came (the question's retrieval and context).
+        """
+        context = _unique(documents or [])
+        calls = [call for message in messages for call in message.tool_calls]
+        run = AgentRun(steps=step_count, tools=[c.tool_name for c in calls], tool_calls=dict(tool_call_counts),
+                       stop_reason=exit_reason)
+        usage = {k: v for k, v in (token_usage or {}).items() if isinstance(v, int)}
+        final = next((c for c in reversed(calls) if c.tool_name == FINAL_ANSWER), None)
+        if exit_reason != FINAL_ANSWER or final is None:
+            return {"answers": [self._stopped(query, exit_reason, run, usage)], "documents": context}
+        cited = [str(c) for c in final.arguments.get("citations") or []]
+        markers = {c: _marker(c, context) for c in cited}
+        known = sorted({m for m in markers.values() if m is not None})
+        text = str(final.arguments.get("answer") or "").strip()
+        reply = f"{text} [{', '.join(map(str, known))}]" if known and text else text
+        (answer,) = self._verifier.run(query=query, replies=[ChatMessage.from_assistant(reply)], documents=context)[
+            "answers"]
+        meta = AnswerMeta(**{**answer.meta, "usage": usage}, agent=run,  # type: ignore[typeddict-item]
+                          unknown_citations=[c for c, m in markers.items() if m is None])
+        answer = GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
+        return {"answers": [answer], "documents": context}
+
+    def _stopped(self, query: str, reason: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:
+        refusal = refusal_for(self.refusals, query)
+        meta = AnswerMeta(refused=True, citations=[], unsupported_sentences=[], sentences=[], invalid_citations=[],
+                          usage=usage, refusal_reason=f"agent_{reason}", agent=run, unknown_citations=[])
+        return GeneratedAnswer(data=f"{refusal} ({STOP_REASONS.get(reason, reason)})", query=query, documents=[],
+                               meta=meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(self, refusals=self.refusals, refusal_patterns=self.refusal_patterns,
+                               support_threshold=self.support_threshold)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentAnswer:
+        return default_from_dict(cls, data)
+
+
+def _unique(documents: list[Document]) -> list[Document]:
+    seen: dict[str, Document] = {}
+    for document in documents:
+        seen.setdefault(document.id, document)
+    return list(seen.values())
+
+
+def _marker(citation: str, context: list[Document]) -> int | None:
+    """The 1-based position of the first document the citation names, by doc_id or id, with or without brackets."""
+    name = citation.strip().strip("[]")
+    for position, document in enumerate(context, start=1):
+        if name in (document.meta.get("doc_id"), document.id):
+            return position
+    return None
