@@ -54,11 +54,12 @@ def report(rows: dict[tuple[str, str], dict[str, float]], command: str) -> str:
         cells = [_cell(metrics.get(key)) for key in COLUMNS]
         lines.append(f"| demo-{subset} | {config} | " + " | ".join(cells) + " |")
     return "\n".join([
-        f"# The offline agent on the demo ({datetime.date.today().isoformat()})",
+        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
         "",
-        f"Command: `{command}`. Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}. SmolLM2-135M (llama.cpp, greedy) writes each step under the tools' JSON "
-        "schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
+        "# The offline agent on the demo",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+        "SmolLM2-135M (llama.cpp, greedy) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
         "reads data/demo/sql/company.sql. The demo's golden questions need documents only (none needs SQL yet).",
         "",
         *lines,
@@ -90,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows[(subset, config)] = metrics
             print(f"demo-{subset} {config}: F1 {metrics.get('answer/f1', 0):.3f}, "
                   f"recall@10 {metrics.get('retrieval/recall_at_10', 0):.3f}", flush=True)
-    command = "python -m benchmarks.agentic_offline " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]  # --reuse only re-renders
+    command = "python -m benchmarks.agentic_offline " + " ".join(given)
     out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-agentic-offline.md"
     out.write_text(report(rows, command.strip()), encoding="utf-8")
     print(f"wrote {out}")

@@ -19,7 +19,7 @@ STOP_REASONS = {
     "token_budget_exceeded": "token budget",
     "timeout": "time limit",
     "repeated_call": "repeated tool call",
-    "length": "reply cut off",
+    "length": "token limit of a step or of the context window",
     "text": "no tool call",
 }
 

@@ -12,6 +12,8 @@ from haystack.tools import Tool, Toolset, flatten_tools_or_toolsets
 
 from components.common.response_formats import SCHEMA_FORMATS
 
+# llama-cpp-python's error when a prompt and its max_tokens exceed n_ctx: the run ends as cut off, not as a crash.
+CONTEXT_FULL = "exceed context window"
 TOOLS_PROMPT = (
     "You act only by calling one tool per reply, as JSON: {{\"tool\": NAME, \"arguments\": {{...}}}}. "
     "Tool results come back as observations. Tools:\n{tools}"
@@ -99,7 +101,12 @@ class JsonToolChatGenerator:
         kwargs = {**self.generation_kwargs, **(generation_kwargs or {}),
                   "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
         prompt = [ChatMessage.from_system(TOOLS_PROMPT.format(tools=_tool_lines(flat))), *_as_plain_turns(messages)]
-        (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]
+        try:
+            (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]
+        except ValueError as e:  # llama.cpp: the conversation and max_tokens no longer fit in n_ctx
+            if CONTEXT_FULL not in str(e):
+                raise
+            return {"replies": [ChatMessage.from_assistant("", meta={"finish_reason": "length", "context_full": True})]}
         return {"replies": [_as_tool_call(reply, {t.name for t in flat})]}
 
     def to_dict(self) -> dict[str, Any]:

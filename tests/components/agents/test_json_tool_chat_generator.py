@@ -90,6 +90,18 @@ def test_the_first_step_may_be_held_to_one_tool(smollm2, tools):
     assert [c.tool_name for c in reply.tool_calls] == ["final_answer"]
 
 
+class _FullContext(ScriptedChatGenerator):
+    def run(self, messages, tools=None, generation_kwargs=None):
+        raise ValueError("Requested tokens (4478) exceed context window of 4096")
+
+
+def test_a_conversation_past_the_context_window_ends_the_run_as_cut_off_not_as_a_crash():
+    agent = Agent(chat_generator=JsonToolChatGenerator(chat_generator=_FullContext("")), tools=[final_answer_tool()],
+                  exit_conditions=["final_answer"])
+    out = agent.run(messages=[ChatMessage.from_user("q")])
+    assert out["exit_reason"] == "length" and out["last_message"].meta["context_full"] is True
+
+
 def test_the_schema_is_one_of_the_tools_with_its_arguments():
     arguments = {"type": "object", "properties": {
         "answer": {"type": "string", "maxLength": 80},
