@@ -86,20 +86,18 @@ class JsonToolChatGenerator:
         """
         :param messages: The conversation so far, tool calls and results included.
         :param streaming_callback: Unused: a call is parsed whole.
-        :param max_argument_items: The longest list argument the schema allows (e.g. citations), for the same reason.
         :param generation_kwargs: Passed to the chat generator, with the tool-call schema as `response_format`.
         :param tools: The tools the reply may call; without tools the chat generator answers as it is.
         :returns: `replies`: one assistant message holding a tool call, or its text when it did not parse.
         """
         flat = flatten_tools_or_toolsets(tools) if tools else []
+        merged = {**self.generation_kwargs, **(generation_kwargs or {})}
         if not flat:
-            return self.chat_generator.run(messages=messages, generation_kwargs={**self.generation_kwargs,
-                                                                                **(generation_kwargs or {})})
+            return self.chat_generator.run(messages=messages, generation_kwargs=merged)
         if self.first_tool is not None and not any(m.tool_calls for m in messages):
             flat = [t for t in flat if t.name == self.first_tool] or flat
         schema = tool_call_schema(flat, self.max_argument_chars, self.max_argument_items)
-        kwargs = {**self.generation_kwargs, **(generation_kwargs or {}),
-                  "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
+        kwargs = {**merged, "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
         prompt = [ChatMessage.from_system(TOOLS_PROMPT.format(tools=_tool_lines(flat))), *_as_plain_turns(messages)]
         try:
             (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]

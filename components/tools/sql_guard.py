@@ -38,10 +38,15 @@ class SqlRefused(ValueError):
 
 @dataclass(frozen=True)
 class CheckedQuery:
-    """A query that passed: the SQL to run, and the tables it reads under the names it gives them."""
+    """A query that passed: its tree (and the SQL to run, regenerated from it), and the tables it reads under the
+    names it gives them."""
 
-    sql: str
+    select: exp.Select  # the checked tree, LIMIT included
     tables: dict[str, str]  # alias (or the table's own name) -> table
+
+    @property
+    def sql(self) -> str:
+        return self.select.sql(dialect="sqlite")
 
 
 class SqlGuard:
@@ -70,7 +75,7 @@ class SqlGuard:
         self._check_joins(select)
         self._check_columns(select, tables)
         _cap_limit(select, self.max_rows)
-        return CheckedQuery(select.sql(dialect="sqlite"), tables)
+        return CheckedQuery(select, tables)
 
     def _parse(self, sql: str) -> exp.Select:
         if len(sql) > MAX_SQL_CHARS:

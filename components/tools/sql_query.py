@@ -136,21 +136,18 @@ class SqlQuery:
             cursor = self._connection.execute(sql)
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        except sqlite3.OperationalError as e:
-            if "interrupted" in str(e):
-                raise SqlRefused(f"refused: the query ran past its {self.timeout_s:g} s limit") from None
-            raise SqlRefused(f"refused: SQLite could not run it ({e})") from None
         except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "interrupted" in str(e):
+                raise SqlRefused(f"refused: the query ran past its {self.timeout_s:g} s limit") from None
             raise SqlRefused(f"refused: SQLite could not run it ({e})") from None
         finally:
             self._connection.set_progress_handler(None, PROGRESS_STEPS)
 
     def _citations(self, checked: CheckedQuery) -> list[str]:
         """The primary keys of the rows that satisfy the query's FROM and WHERE, for each table it reads there."""
-        select = exp.maybe_parse(checked.sql, dialect="sqlite")
-        cited = [(alias, table) for alias, table in checked.tables.items() if table in self._primary_keys]
+        select = checked.select
         outer = {(t.alias or t.name).lower() for t in _outer_tables(select)}
-        cited = [(alias, table) for alias, table in cited if alias in outer]
+        cited = [(a, table) for a, table in checked.tables.items() if table in self._primary_keys and a in outer]
         if not cited:
             return []
         keys = [exp.column(self._primary_keys[table], table=alias) for alias, table in cited]
@@ -170,17 +167,20 @@ class SqlQuery:
         return found
 
     def _row_documents(self, citations: list[str]) -> list[Document]:
-        """The cited rows, whole, as documents (their table's columns as `column: value` lines)."""
-        documents = []
+        """The cited rows, whole, as documents (their table's columns as `column: value` lines), one query a table."""
+        keys: dict[str, list[str]] = {}
         for citation in citations:
             table, key = citation.removeprefix("sql:").split("/", 1)
-            select = exp.select("*").from_(table).where(
-                exp.column(self._primary_keys[table]).eq(exp.Literal.number(key) if key.lstrip("-").isdigit()
-                                                        else exp.Literal.string(key)))
-            (row,) = self._execute(select.sql(dialect="sqlite")) or [{}]
-            content = f"{table}\n" + "\n".join(f"{column}: {value}" for column, value in row.items())
-            documents.append(Document(id=citation, content=content, meta={"doc_id": citation, "source": "sql"}))
-        return documents
+            keys.setdefault(table, []).append(key)
+        contents: dict[str, str] = {}
+        for table, wanted in keys.items():
+            primary = self._primary_keys[table]
+            select = exp.select("*").from_(table).where(exp.column(primary).isin(*map(_literal, wanted)))
+            for row in self._execute(select.sql(dialect="sqlite")):
+                lines = "\n".join(f"{column}: {value}" for column, value in row.items())
+                contents[f"sql:{table}/{row[primary]}"] = f"{table}\n{lines}"
+        return [Document(id=c, content=contents[c], meta={"doc_id": c, "source": "sql"}) for c in citations
+                if c in contents]
 
     def _database_file(self) -> Path:
         source = Path(self.database)
@@ -226,6 +226,10 @@ def _outer_tables(select: exp.Select) -> list[exp.Table]:
     """The tables of the query's own FROM and JOINs, not of its subqueries."""
     sources = [select.args.get("from_") or select.args.get("from"), *select.args.get("joins", [])]
     return [node.this for node in sources if node is not None and isinstance(node.this, exp.Table)]
+
+
+def _literal(key: str) -> exp.Literal:
+    return exp.Literal.number(key) if key.lstrip("-").isdigit() else exp.Literal.string(key)
 
 
 def _read_only(action: int, *_: Any) -> int:
