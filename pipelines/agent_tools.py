@@ -20,6 +20,10 @@ STATE_SCHEMA: dict[str, dict[str, Any]] = {
     "documents": {"type": list[Document], "handler": merge_lists},
     "deadline": {"type": float},
 }
+KB_SEARCH = "kb_search"
+SQL_QUERY = "sql_query"
+# The tools an agent may choose between (final_answer only ends the run): what golden items name in `tools`.
+AGENT_TOOLS = (KB_SEARCH, SQL_QUERY)
 # Characters of each passage the model reads in a search observation.
 PASSAGE_CHARS = 400
 
@@ -28,7 +32,7 @@ def kb_search_tool(search: Pipeline, documents_output: str, description: str) ->
     """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket."""
     return PipelineTool(
         pipeline=search,
-        name="kb_search",
+        name=KB_SEARCH,
         description=description,
         input_mapping={"query": ["scope.query"], "state": ["scope.state"]},
         output_mapping={documents_output: "documents"},
@@ -40,7 +44,7 @@ def kb_search_tool(search: Pipeline, documents_output: str, description: str) ->
 def sql_query_tool(sql: SqlQuery, description: str) -> ComponentTool:
     return ComponentTool(
         component=sql,
-        name="sql_query",
+        name=SQL_QUERY,
         description=description,
         outputs_to_string={"source": "observation"},
         outputs_to_state={"documents": {"source": "documents"}},

@@ -14,6 +14,7 @@ from haystack.utils.experimental import ExperimentalWarning
 from components.agents.agent_answer import FINAL_ANSWER
 from components.agents.deadline_hook import DeadlineHook
 from components.agents.json_tool_chat_generator import JsonToolChatGenerator
+from components.agents.native_tool_calls import NativeToolCalls
 from components.agents.repeated_call_hook import RepeatedCallHook
 from components.agents.scoped_query import ScopedQuery
 from components.context.context_window import ContextWindow
@@ -48,7 +49,7 @@ def rag_agent(
     :param refusals: Language -> the refusal sentence.
     :param sql_database: A SQLite file or `.sql` script for the read-only sql_query tool; None: documents only.
     :param native_tool_calls: The chat generator calls tools itself (an OpenAI-compatible endpoint).
-    :param first_tool: The only tool the first step may call (JsonToolChatGenerator only).
+    :param first_tool: The only tool the first step may call; None: the model chooses.
     :param passages: Passages a search returns (the first of the search pipeline's context).
     :param step_max_tokens: Tokens a step's call may take under the JSON schema (not for native tool calls).
     """
@@ -67,8 +68,7 @@ def rag_agent(
         warnings.simplefilter("ignore", ExperimentalWarning)
         budget = TokenBudgetHook(max_total_tokens=max_total_tokens)
     return Agent(
-        chat_generator=chat_generator if native_tool_calls else JsonToolChatGenerator(
-            chat_generator=chat_generator, generation_kwargs={"max_tokens": step_max_tokens}, first_tool=first_tool),
+        chat_generator=step_generator(chat_generator, native_tool_calls, first_tool, step_max_tokens),
         tools=tools,
         system_prompt=system_prompt.replace("{refusal}", refusals.get("en", "")),
         exit_conditions=[FINAL_ANSWER],
@@ -76,6 +76,16 @@ def rag_agent(
         max_agent_steps=max_agent_steps,
         hooks={"before_run": [deadline], "before_llm": [deadline, budget], "before_tool": [RepeatedCallHook()]},
     )
+
+
+def step_generator(chat_generator: Any, native_tool_calls: bool, first_tool: str | None, step_max_tokens: int) -> Any:
+    """What writes each step: the model itself where it calls tools (an endpoint), else held to the tools' JSON
+    schema; either way held to `first_tool` on the first step when one is named."""
+    if not native_tool_calls:
+        return JsonToolChatGenerator(
+            chat_generator=chat_generator, generation_kwargs={"max_tokens": step_max_tokens}, first_tool=first_tool
+        )
+    return NativeToolCalls(chat_generator, first_tool)
 
 
 def scoped_search(search: BuiltPipeline, passages: int) -> tuple[Pipeline, str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from haystack import Document, tracing
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
+from haystack.tools import Tool
 from haystack.tracing import Span, Tracer
 
 from pipelines.haystack_compat import input_sockets, is_component, output_sockets
@@ -35,14 +36,17 @@ MAX_NUMBERS = 8  # a longer list of numbers (an embedding) becomes its length
 
 def lean(value: Any, text_documents: int = TEXT_DOCUMENTS) -> Any:
     """A trace-sized copy of `value`: documents cut to what locates them (embeddings and metadata dropped), long
-    strings cut, vectors replaced by their length; other values as they are."""
+    strings cut, vectors replaced by their length, chat messages to their text, tool calls and usage, tools to
+    their names; other values as they are."""
     if isinstance(value, Document):
         return {"id": value.id, "score": value.score, "span": value.meta.get("span"),
                 "text": _cut(value.content or "", TEXT_CHARS)}
     if isinstance(value, str):
         return _cut(value, STRING_CHARS)
     if isinstance(value, ChatMessage):
-        return {"role": value.role.value, "text": _cut(value.text or "", STRING_CHARS)}
+        return _lean_message(value)
+    if isinstance(value, Tool):
+        return value.name
     if isinstance(value, GeneratedAnswer):
         return {"data": lean(value.data), "documents": lean(value.documents, text_documents), "meta": lean(value.meta)}
     if isinstance(value, dict):
@@ -56,6 +60,18 @@ def lean(value: Any, text_documents: int = TEXT_DOCUMENTS) -> Any:
             return shown + ([f"... {more} more documents (per_question.jsonl lists them all)"] if more > 0 else [])
         return [lean(item, text_documents) for item in value]
     return value
+
+
+def _lean_message(message: ChatMessage) -> dict[str, Any]:
+    """Its role and text, and where it has them: the tools it calls, the tool result it carries, its token usage."""
+    shown: dict[str, Any] = {"role": message.role.value, "text": _cut(message.text or "", STRING_CHARS)}
+    if message.tool_calls:
+        shown["tool_calls"] = [{"tool": c.tool_name, "arguments": lean(c.arguments)} for c in message.tool_calls]
+    if message.tool_call_results:
+        shown["tool_results"] = [lean(r.result) for r in message.tool_call_results]
+    if isinstance(message.meta.get("usage"), dict):
+        shown["usage"] = lean(message.meta["usage"])
+    return shown
 
 
 def _located(document: Document) -> str:

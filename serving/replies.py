@@ -3,6 +3,8 @@ fails in the server, not in a client."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -24,6 +26,25 @@ class Citation(BaseModel):
     snippet: str = ""
 
 
+class AgentStep(BaseModel):
+    """One tool call of an agent (pipeline=agentic) and what it returned, streamed as /query's `step` event."""
+
+    tool: str
+    arguments: dict[str, Any]
+    error: bool
+    # The start of what the tool returned to the agent: passages the caller may see, table rows, or a refusal.
+    observation: str
+
+
+class AgentSummary(BaseModel):
+    """How an agent reached its reply: model calls, the tools it called in order, and why it stopped."""
+
+    steps: int
+    tools: list[str]
+    tool_calls: dict[str, int]
+    stop_reason: str
+
+
 class QueryReply(BaseModel):
     """A question's reply: what the run's per_question.jsonl records for it, and how it was served."""
 
@@ -34,6 +55,7 @@ class QueryReply(BaseModel):
     documents: list[DocumentRef]
     route: str | None = None
     crag_label: str | None = None
+    agent: AgentSummary | None = None
     # serve.debug=true: the chunk and doc ids at every stage.
     stages: dict[str, list[DocumentRef]] | None = None
     stages_ms: dict[str, float]

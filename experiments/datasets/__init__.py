@@ -24,6 +24,7 @@ from experiments.datasets.settings import (
     LocalDataset,
     dataset_settings,
 )
+from experiments.datasets.table_rows import check_table_rows
 
 __all__ = ["KINDS", "Dataset", "DatasetError", "load_dataset"]
 
@@ -32,7 +33,9 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     """The data set `cfg` (Hydra's `dataset` section, or a mapping written by hand) names, by its `kind`; `cache_dir`
     holds downloads (only halueval needs one)."""
     settings = dataset_settings(cfg)
-    return holdout(_load(settings, Path(cache_dir)), settings.holdout)
+    dataset = _load(settings, Path(cache_dir))
+    check_table_rows(dataset.golden, settings.sql)
+    return holdout(dataset, settings.holdout)
 
 
 def corpus_documents(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> list[Document]:

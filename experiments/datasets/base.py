@@ -94,11 +94,17 @@ def corpus_fingerprint(documents: Sequence[Document]) -> str:
     return digest.hexdigest()
 
 
+# GoldenItem fields added after the first fingerprints were logged (the agent's `rows` and `tools`).
+_FIELDS_ADDED_LATER = ("rows", "tools")
+
+
 def golden_fingerprint(items: Sequence[GoldenItem]) -> str:
-    """sha256 over every field of every golden item (located evidence spans included), in file order."""
+    """sha256 over every field of every golden item (located evidence spans included), in file order; a field
+    added since runs were first logged counts only where it is set, so older sets keep their fingerprint."""
     digest = hashlib.sha256()
     for item in items:
-        digest.update(_canonical_json(dataclasses.asdict(item), f"golden item {item.id!r}"))
+        fields = {k: v for k, v in dataclasses.asdict(item).items() if v or k not in _FIELDS_ADDED_LATER}
+        digest.update(_canonical_json(fields, f"golden item {item.id!r}"))
         digest.update(b"\n")
     return digest.hexdigest()
 

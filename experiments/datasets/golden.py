@@ -25,6 +25,7 @@ from typing import Any
 from haystack import Document
 
 from components.routers.routes import CONVERSATIONAL, ROUTES
+from pipelines.agent_tools import AGENT_TOOLS
 from pipelines.errors import UserError
 
 _WHITESPACE = re.compile(r"\s+")
@@ -43,10 +44,14 @@ _KNOWN_KEYS = frozenset(
         "filters",
         "answerable",
         "route",
+        "rows",
+        "tools",
     }
 )
 _EXTRA_PREFIX = "x_"
-_REFERENCES = ("evidence", "relevant_doc_ids", "reference_answer")
+_REFERENCES = ("evidence", "relevant_doc_ids", "rows", "reference_answer")
+# A table row an answer comes from, as the agent's sql_query tool cites it: sql:<table>/<primary key>.
+ROW_ID = re.compile(r"sql:[A-Za-z_][A-Za-z0-9_]*/\S+")
 HISTORY_ROLES = ("user", "assistant", "system")
 _EXTRA_KEY = "meta"
 # Names other tools use for golden fields; checked (lower-cased) before difflib's spelling suggestions.
@@ -107,12 +112,16 @@ class GoldenItem:
     answerable: bool | None = None
     # The route an adaptive pipeline should take (components.routers.routes.ROUTES); scored as router/accuracy.
     route: str | None = None
+    # Table rows the answer comes from (sql:<table>/<key>): evidence units next to the quotes, for pipeline=agentic.
+    rows: tuple[str, ...] = ()
+    # The tools an agent should call, in order (kb_search, sql_query); scored as agent/tool_choice_accuracy.
+    tools: tuple[str, ...] = ()
     evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.answerable is None:
-            derived = bool(self.evidence or self.relevant_doc_ids or self.reference_answer)
+            derived = bool(self.evidence or self.relevant_doc_ids or self.rows or self.reference_answer)
             object.__setattr__(self, "answerable", derived)
 
 
@@ -226,8 +235,8 @@ def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenIte
         judgeable = judgeable or _judgeable(record)
     if parsed and not problems and not judgeable:  # other problems may hide the items that can be judged
         problems.append(
-            f"{origin}: no item can be judged: none has 'evidence', 'relevant_doc_ids' or 'reference_answer', "
-            'and none is marked "answerable": false'
+            f"{origin}: no item can be judged: none has 'evidence', 'relevant_doc_ids', 'rows' or "
+            "'reference_answer', and none is marked \"answerable\": false"
         )
     return parsed, problems
 
@@ -264,6 +273,8 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         ("filters", lambda v: isinstance(v, dict), "an object (a Haystack metadata filter)"),
         ("answerable", lambda v: isinstance(v, bool), "true or false"),
         ("route", lambda v: v in ROUTES, f"one of {', '.join(ROUTES)}"),
+        ("rows", lambda v: _is_list_of(v, str) and all(ROW_ID.fullmatch(r) for r in v), "a list of sql:<table>/<key>"),
+        ("tools", lambda v: _is_list_of(v, str) and set(v) <= set(AGENT_TOOLS), f"a list of {', '.join(AGENT_TOOLS)}"),
         (_EXTRA_KEY, lambda v: isinstance(v, dict), "an object"),
     ):
         if key in values and not ok(values[key]):
@@ -290,6 +301,8 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         filters=values.get("filters"),
         answerable=values.get("answerable"),
         route=values.get("route"),
+        rows=tuple(values.get("rows", ())),
+        tools=tuple(values.get("tools", ())),
         extra={key: value for key, value in record.items() if key not in _KNOWN_KEYS},
     )
     return item, []

@@ -66,7 +66,8 @@ class DemoDataset(DatasetSettings):
     subset: str | None = None
     # Golden files of data/demo to answer: golden.jsonl (single questions); golden_routes.jsonl (greetings and vague
     # questions, route no_retrieval / clarify, scored on their route and cost only); golden_conversations.jsonl
-    # (follow-ups with their chat history, and comparisons; dataset=demo_conversations).
+    # (follow-ups with their chat history, and comparisons; dataset=demo_conversations); golden_agent.jsonl (questions
+    # that need the company tables, dataset=demo_agent).
     golden: list[str] = field(default_factory=lambda: ["golden.jsonl", "golden_routes.jsonl"])
     # JSONL of {"doc_id": ..., "tenant": ..., "acl": [...]} merged into each document's metadata, e.g.
     # data/demo/tenants.jsonl (three tenants, for the server's tenant scoping and `ragtune audit`).

@@ -1,5 +1,5 @@
-"""What an agent did per question (pipeline=agentic): its steps, tool calls and why it stopped, read from the
-answer's `agent` meta (components/agents/agent_answer.py)."""
+"""What an agent did per question (pipeline=agentic): its steps, tool calls, whether it chose the tools the golden
+item names, and why it stopped, read from the answer's `agent` meta (components/agents/agent_answer.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from components.agents.agent_answer import FINAL_ANSWER, STOP_REASONS
 ENDINGS = (FINAL_ANSWER, *STOP_REASONS)
 # Endings that mean the agent went round in circles.
 LOOPS = ("repeated_call", "max_agent_steps")
+# Endings that mean it ran out of tokens or time.
+BUDGETS = ("token_budget_exceeded", "timeout", "length")
 
 
 def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
@@ -29,6 +31,39 @@ def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
     return scores
 
 
+def tools_chosen(meta: Mapping[str, Any]) -> list[str]:
+    """The tools an agent called, in the order of their first call (final_answer, which only ends it, left out)."""
+    return list(dict.fromkeys(tool for tool in meta["agent"]["tools"] if tool != FINAL_ANSWER))
+
+
+def tool_choice_scores(meta: Mapping[str, Any], expected: Sequence[str]) -> dict[str, float]:
+    """`agent/tool_choice_correct`: it called exactly the expected tools; `agent/tool_sequence_correct`: and first
+    called them in the expected order. Nothing without an agent's run or an expectation."""
+    if not expected or not isinstance(meta.get("agent"), Mapping):
+        return {}
+    chosen = tools_chosen(meta)
+    return {"agent/tool_choice_correct": float(set(chosen) == set(expected)),
+            "agent/tool_sequence_correct": float(chosen == list(dict.fromkeys(expected)))}
+
+
+def agent_failure(meta: Mapping[str, Any], expected: Sequence[str]) -> str | None:
+    """Why the agent itself failed a question (the diagnosis' agent layer), or None: it looped, ran out of budget,
+    never called a tool, or called other tools than the question needs."""
+    run = meta.get("agent")
+    if not isinstance(run, Mapping):
+        return None
+    reason = str(run["stop_reason"])
+    if reason in LOOPS:
+        return f"loop ({reason})"
+    if reason in BUDGETS:
+        return f"budget ({reason})"
+    if reason == "text":
+        return "no tool call"
+    if expected and set(tools_chosen(meta)) != set(expected):
+        return f"wrong tools: called {tools_chosen(meta) or 'none'}, needed {list(expected)}"
+    return None
+
+
 def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The run's means: steps per question, calls per question of each tool, the share of each ending, and the
     number of runs aborted in a loop."""
@@ -42,4 +77,9 @@ def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, floa
     metrics = {"agent/steps_per_question": mean("agent/steps"),
                "agent/loop_aborts": float(sum(s.get("agent/loop_aborted", 0.0) for s in per_question))}
     metrics |= {name: mean(name) for name in names if name.startswith(("agent/tool_calls/", "agent/stop_reason/"))}
+    for correct, accuracy in (("agent/tool_choice_correct", "agent/tool_choice_accuracy"),
+                              ("agent/tool_sequence_correct", "agent/tool_sequence_accuracy")):
+        judged = [scores[correct] for scores in per_question if correct in scores]
+        if judged:
+            metrics[accuracy] = float(np.mean(judged))
     return metrics

@@ -55,7 +55,9 @@ def context_scores(
         evidence = list(item.evidence)
         scores["context/ragas_precision"] = _ragas("NonLLMContextPrecisionWithReference", contexts, evidence)
         scores["context/ragas_recall"] = _ragas("NonLLMContextRecall", contexts, evidence)
-    relevant = list(item.relevant_doc_ids) or sorted({s.doc_id for spans in item.evidence_spans for s in spans})
+    relevant = list(item.relevant_doc_ids) or sorted(
+        {s.doc_id for spans in item.evidence_spans for s in spans} | set(item.rows)
+    )
     if item.answerable and relevant:
         ids = [str(doc.meta.get("doc_id", doc.id)) for doc in docs]
         scores["context/id_precision"] = _ragas_ids("IDBasedContextPrecision", ids, relevant)

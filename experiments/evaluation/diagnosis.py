@@ -1,7 +1,8 @@
 """Which layer broke first, per question: find it before fixing anything.
 
 The layers are checked in pipeline order. A question routed where it cannot be served (a greeting that retrieved,
-a question answered without retrieval; its golden `route` says) is a routing failure. Evidence that no single chunk of the index covers is a chunking
+a question answered without retrieval; its golden `route` says) is a routing failure. An agent that looped, ran
+out of budget or called other tools than the item's `tools` is an agent failure. Evidence that no single chunk of the index covers is a chunking
 failure; evidence missing from the retrieval candidates is a retrieval miss; evidence among the candidates that a
 retrieval evaluator (CRAG) graded incorrect is a grading miss; evidence among the candidates but not in the prompt
 is a rerank or cutoff miss; evidence in the prompt with a wrong, refused or unsupported answer
@@ -21,15 +22,17 @@ from experiments.evaluation.relevance import Judged
 
 OK = "ok"
 ROUTING = "routing"
+AGENT = "agent"
 CHUNKING = "chunking"
 RETRIEVAL = "retrieval"
 GRADING = "grading"
 CONTEXT = "context"
 GENERATION = "generation"
 REFUSAL = "should_have_refused"
-LAYERS = (ROUTING, CHUNKING, RETRIEVAL, GRADING, CONTEXT, GENERATION, REFUSAL)
+LAYERS = (ROUTING, AGENT, CHUNKING, RETRIEVAL, GRADING, CONTEXT, GENERATION, REFUSAL)
 DESCRIPTIONS = {
     ROUTING: "sent where it cannot be served: a greeting or vague question retrieved, or a question answered without retrieval",
+    AGENT: "the agent looped, ran out of budget, never called a tool, or called other tools than the question needs",
     CHUNKING: "evidence split across chunks: no single chunk covers it",
     RETRIEVAL: "evidence not in the retrieval candidates",
     GRADING: "the retrieval evaluator graded relevant candidates incorrect, or an unanswerable question correct",
@@ -54,16 +57,24 @@ def complete(judged: Judged | None) -> bool:
 
 
 def first_broken_layer(
-    answerable: bool, evidence: Evidence, answer: dict[str, float] | None, pass_f1: float, grade: str | None = None
+    answerable: bool,
+    evidence: Evidence,
+    answer: dict[str, float] | None,
+    pass_f1: float,
+    grade: str | None = None,
+    agent_failed: bool = False,
 ) -> str:
     """The first failing layer of one question, or "ok". Without an answer layer, a full context passes.
 
-    `grade` is the CRAG label of the question (None without a retrieval evaluator)."""
+    `grade` is the CRAG label of the question (None without a retrieval evaluator); `agent_failed`: the agent
+    looped, ran out of budget or chose the wrong tools (experiments/evaluation/agent_metrics.agent_failure)."""
     if not answerable:
         refused = answer is None or bool(answer.get("answer/refused"))
         return OK if refused else GRADING if grade == "correct" else REFUSAL
     if answer is not None and _answer_passes(answer, pass_f1):
         return OK
+    if agent_failed:
+        return AGENT
     if not complete(evidence.index):
         return CHUNKING
     if not complete(evidence.retrieval):
@@ -97,6 +108,7 @@ def diagnosis_row(record: QuestionRecord) -> dict[str, Any]:
         "refused": record.scores.get("answer/refused"),
         "unsupported_rate": record.scores.get("answer/unsupported_sentence_rate"),
         "context_recall": record.scores.get("context/recall"),
+        "agent_failure": record.extras.get("agent_failure"),
     }
 
 
@@ -139,6 +151,8 @@ def diagnosis_markdown(rows: Sequence[dict[str, Any]], pipeline: str, pass_f1: f
             lines.append(f"  - answer: {_cell(row.get('answer') or '(no answer layer)')}")
             if layer == GENERATION and row.get("answer") is not None:
                 lines.append(f"  - why: {_why(row, pass_f1)}")
+            if layer == AGENT:
+                lines.append(f"  - why: {_cell(row['agent_failure'])}")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from components.routers.routes import CONVERSATIONAL
 from experiments.comparison.significance import mean_ci
 from experiments.datasets.golden import GoldenItem
 from experiments.evaluation import metric_names
-from experiments.evaluation.agent_metrics import agent_summary
+from experiments.evaluation.agent_metrics import agent_failure, agent_summary, tool_choice_scores
 from experiments.evaluation.answer_metrics import Similarity, answer_scores
 from experiments.evaluation.context_metrics import context_scores
 from experiments.evaluation.diagnosis import (
@@ -41,7 +41,7 @@ from experiments.evaluation.metrics import aggregate, by_category, latency_perce
 from experiments.evaluation.mlflow_traces import QuestionTraces
 from experiments.evaluation.query_metrics import query_scores, query_summary
 from experiments.evaluation.question_record import QuestionRecord
-from experiments.evaluation.relevance import Corpus, Judged, locate
+from experiments.evaluation.relevance import Corpus, Judged, is_table_row, locate
 from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
 from experiments.evaluation.settings import EvalSettings
@@ -129,13 +129,14 @@ def evaluate(
                 llm_judge, item, answer, ranked.get("context", []), layer_scores
             )
             grading = grading_record(outputs.get(query.grader, {})) if query.grader is not None else {}
+            why_agent = agent_failure(answer.meta, item.tools) if answer is not None else None
             grade = grading.get("crag_label")
             if query.route_component is not None and routed_wrong(item.route, routed):  # no router: no routing layer
                 layer = ROUTING
             elif conversational:
                 layer = OK
             else:
-                layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade)
+                layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade, why_agent)
             records.append(QuestionRecord(
                 id=item.id,
                 question=item.question,
@@ -148,7 +149,8 @@ def evaluate(
                 scores=_view_scores(scores) | layer_scores,
                 chunks=_logged_chunks(ranked),
                 routing=_routing(item, routed, outputs.get(query.rewriter, {}) if query.rewriter is not None else None),
-                extras=grading | ({"judge_errors": judge_errors} if judge_errors else {}),
+                extras=grading | ({"judge_errors": judge_errors} if judge_errors else {})
+                | ({"agent_failure": why_agent} if why_agent else {}),
             ))
     metrics = _summarise(golden, views, latencies, component_ms)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
@@ -212,8 +214,10 @@ def _input_summary(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> dict[s
 
 
 def _unlocated(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> dict[str, float]:
-    """Documents of each view that carry no span and whose text is nowhere in the corpus (scored non-relevant)."""
-    counts = {view: sum(locate(doc, corpus) is None for doc in docs) for view, docs in ranked.items()}
+    """Documents of each view that carry no span and whose text is nowhere in the corpus (scored non-relevant);
+    table rows are judged by their id instead."""
+    counts = {view: sum(locate(doc, corpus) is None and not is_table_row(doc) for doc in docs)
+              for view, docs in ranked.items()}
     return {
         f"{view}/unlocated_documents": float(n) for view, n in counts.items() if n or view in REPORTED_UNLOCATED
     }
@@ -232,14 +236,16 @@ def _first_broken_layer(
     index_chunks: Mapping[str, Sequence[Document]] | None,
     settings: EvalSettings,
     grade: str | None,
+    why_agent: str | None,
 ) -> str:
+    indexed = replace(item, rows=())  # table rows are not in the index: only quotes can be split across chunks
     evidence = Evidence(
-        index=judge_ranking(_candidate_chunks(item, index_chunks), item, settings.min_overlap) if index_chunks else None,
+        index=judge_ranking(_candidate_chunks(item, index_chunks), indexed, settings.min_overlap) if index_chunks else None,
         retrieval=judged["retrieval"],
         context=judged.get("context", judged["retrieval"]),
     )
     answer = scores if query.answer_output is not None else None
-    return first_broken_layer(bool(item.answerable), evidence, answer, settings.pass_f1, grade)
+    return first_broken_layer(bool(item.answerable), evidence, answer, settings.pass_f1, grade, why_agent is not None)
 
 
 def _apply_judge(
@@ -294,6 +300,7 @@ def _layer_scores(
         scores |= context_scores(ranked["context"], item, context_judged, settings.redundancy_threshold)
     if query.answer_output is not None:
         scores |= answer_scores(answer, item.reference_answer, bool(item.answerable), similarity)
+        scores |= tool_choice_scores(answer.meta, item.tools) if answer is not None else {}
     return scores
 
 

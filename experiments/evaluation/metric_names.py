@@ -28,8 +28,9 @@ ANSWER = (
 )
 # The self-check loop (answer=llm, selfcheck.max_retries > 0): how often it retried, how much, and how often it refused.
 SELFCHECK = ("selfcheck/fired_rate", "selfcheck/retries_per_question", "selfcheck/refusal_rate")
-# Printed with the layers when a run has them: the router (pipeline=adaptive) and the CRAG grader (pipeline=crag).
-CONTROL = ("router/accuracy", "crag/label_accuracy")
+# Printed with the layers when a run has them: the router (pipeline=adaptive), the CRAG grader (pipeline=crag) and the
+# agent (pipeline=agentic).
+CONTROL = ("router/accuracy", "crag/label_accuracy", "agent/tool_choice_accuracy", "agent/steps_per_question")
 COST = ("cost/llm_calls_per_question", "cost/prompt_tokens_per_question", "cost/completion_tokens_per_question")
 # Every run logs a bootstrap CI for these, when it has them.
 HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", "context/recall", "answer/f1")

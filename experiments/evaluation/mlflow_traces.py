@@ -24,9 +24,11 @@ from pipelines.instrumentation import COMPONENT_NAME, COMPONENT_RUN, ComponentTi
 
 QUESTION_TAG = "ragtune.question_id"
 INPUTS = ("haystack.component.input", "haystack.pipeline.input_data", "haystack.agent.input",
-          "haystack.agent.step.tool.input")
+          "haystack.agent.step.llm.input", "haystack.agent.step.tool.input")
 OUTPUTS = ("haystack.component.output", "haystack.pipeline.output_data", "haystack.agent.output",
-           "haystack.agent.step.tool.output")
+           "haystack.agent.step.llm.output", "haystack.agent.step.tool.output")
+# An Agent's spans: each step's model call (its messages in, its reply with the tool call and tokens out) and tool run.
+AGENT_SPAN_TYPES = {"haystack.agent.step.llm": SpanType.CHAT_MODEL, "haystack.agent.step.tool": SpanType.TOOL}
 # MLflow span types by what a component's class name says it is.
 SPAN_TYPES = {"Retriever": SpanType.RETRIEVER, "Embedder": SpanType.EMBEDDING, "Ranker": SpanType.RERANKER,
               "Generator": SpanType.CHAT_MODEL, "Agent": SpanType.AGENT, "Router": SpanType.CHAIN}
@@ -71,8 +73,10 @@ class MlflowTracer(Tracer):
         tags = tags or {}
         kind = str(tags.get("haystack.component.type", ""))
         name = str(tags.get(COMPONENT_NAME, operation_name)) if operation_name == COMPONENT_RUN else operation_name
-        span_type = next((t for suffix, t in SPAN_TYPES.items() if kind.endswith(suffix)), SpanType.CHAIN
-                         if operation_name != COMPONENT_RUN else SpanType.UNKNOWN)
+        span_type = AGENT_SPAN_TYPES.get(operation_name) or next(
+            (t for suffix, t in SPAN_TYPES.items() if kind.endswith(suffix)),
+            SpanType.CHAIN if operation_name != COMPONENT_RUN else SpanType.UNKNOWN,
+        )
         with mlflow.start_span(name=name, span_type=span_type) as live:
             span = _MlflowSpan(live, self.full)
             for key, value in tags.items():

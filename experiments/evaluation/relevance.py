@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from haystack import Document
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden import ROW_ID, GoldenItem
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,19 @@ def locate(doc: Document, corpus: Corpus | None) -> Location | None:
     return None
 
 
+def is_table_row(doc: Document) -> bool:
+    """A row the agent's sql_query tool returned (doc_id sql:<table>/<key>): judged by its id, not its text."""
+    return isinstance(doc.meta.get("doc_id"), str) and ROW_ID.fullmatch(doc.meta["doc_id"]) is not None
+
+
 def judge(
     ranking: Sequence[Document], item: GoldenItem, min_overlap: float = 0.5, corpus: Corpus | None = None
 ) -> Judged | None:
     """Gains of `ranking` for `item`; None when it is unanswerable or has no units (excluded from retrieval metrics).
 
-    Quote mode (item has evidence): a chunk covers quote i when it overlaps some location of the quote in the
-    same document by at least `min_overlap` of the quote's length. Doc mode (only relevant_doc_ids): the
+    Quote mode (item has evidence or table rows): a chunk covers quote i when it overlaps some location of the
+    quote in the same document by at least `min_overlap` of the quote's length; a table row is covered by the
+    document whose doc_id is that row's id (what the agent's sql_query tool returns). Doc mode (only relevant_doc_ids): the
     ranking is collapsed to documents by first occurrence and each relevant document is one unit. Entries are
     placed with `locate`; one that cannot be placed gains nothing.
     """
@@ -65,7 +71,7 @@ def judge(
     if not item.answerable:
         return None
     locations = [locate(doc, corpus) for doc in ranking]
-    if item.evidence:
+    if item.evidence or item.rows:
         return _judge_quotes(ranking, locations, item, min_overlap)
     if item.relevant_doc_ids:
         return _judge_docs(ranking, locations, item)
@@ -85,21 +91,23 @@ def _judge_quotes(
         for span in spans:
             needed = min_overlap * (span.end - span.start)
             locations.setdefault(span.doc_id, []).append((unit, span.start, span.end, needed))
+    rows = {row: len(item.evidence) + index for index, row in enumerate(item.rows)}
     credited: set[int] = set()
     gains: list[int] = []
-    for location in located:
-        if location is None:
-            gains.append(0)
-            continue
-        doc_id, start, end = location
-        covered = {
-            unit
-            for unit, q_start, q_end, needed in locations.get(doc_id, ())
-            if unit not in credited and min(end, q_end) - max(start, q_start) >= needed
-        }
+    for doc, location in zip(ranking, located, strict=True):
+        covered = {rows[doc.meta["doc_id"]]} if is_table_row(doc) and doc.meta["doc_id"] in rows else set()
+        if location is not None:
+            doc_id, start, end = location
+            covered |= {
+                unit
+                for unit, q_start, q_end, needed in locations.get(doc_id, ())
+                if min(end, q_end) - max(start, q_start) >= needed
+            }
+        covered -= credited
         credited |= covered
         gains.append(len(covered))
-    return Judged(tuple(gains), len(item.evidence), "quote", tuple(chunk.id for chunk in ranking))
+    n_units = len(item.evidence) + len(item.rows)
+    return Judged(tuple(gains), n_units, "quote", tuple(chunk.id for chunk in ranking))
 
 
 def _judge_docs(ranking: Sequence[Document], located: Sequence[Location | None], item: GoldenItem) -> Judged:

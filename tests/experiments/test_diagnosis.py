@@ -56,5 +56,24 @@ def test_counts_and_markdown_name_every_layer_and_category():
     counts = layer_counts([r["layer"] for r in rows])
     assert counts["diagnosis/ok"] == 1 and counts["diagnosis/retrieval"] == 1 and counts["diagnosis/chunking"] == 0
     text = diagnosis_markdown(rows, "naive", 0.5)
-    assert "| retrieval | 1 | 33% |" in text and "| fact | 2 | 1 | 0 | 0 | 1 |" in text
+    assert "| retrieval | 1 | 33% |" in text and "| fact | 2 | 1 | 0 | 0 | 0 | 1 |" in text
     assert "**q2** (fact) b \\| c?" in text and "expected: (refusal)" in text
+
+
+@pytest.mark.parametrize(("answerable", "answer", "layer"), [
+    (True, WRONG, "agent"),  # charged before the evidence layers: the agent chose what to search
+    (True, GOOD, "ok"),  # a good answer passes however the agent got there
+    (False, {"answer/refused": 0.0}, "should_have_refused"),
+])
+def test_an_agent_that_failed_is_the_agent_layer(answerable, answer, layer):
+    missing = Evidence(FOUND, MISSING, MISSING)
+    assert first_broken_layer(answerable, missing, answer, 0.5, agent_failed=True) == layer
+    assert first_broken_layer(True, missing, WRONG, 0.5, agent_failed=False) == "retrieval"
+
+
+def test_the_agent_layer_says_why():
+    rows = [{"id": "s1", "category": "table_lookup", "layer": "agent", "question": "Leave days?", "reference": "20",
+             "answer": "I cannot answer", "agent_failure": "loop (repeated_call)"}]
+    text = diagnosis_markdown(rows, "agentic", 0.5)
+    assert "| agent | 1 | 100% |" in text
+    assert "## agent: the agent looped" in text and "  - why: loop (repeated_call)" in text

@@ -126,7 +126,7 @@ def test_misnamed_keys_name_the_key_they_probably_meant():
         "g.jsonl:3 (id=q3): unknown key 'evidense'; did you mean 'evidence'?",
         "g.jsonl:3 (id=q3): unknown key 'Category'; did you mean 'category'?",
         "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, filters, history, id, "
-        "question, reference_answer, relevant_doc_ids, route, source (nest extra fields under 'meta' or prefix them "
+        "question, reference_answer, relevant_doc_ids, route, rows, source, tools (nest extra fields under 'meta' or prefix them "
         "with 'x_')",
         "g.jsonl:3 (id=q3): 'meta' must be an object, got 3",
     ]
@@ -140,8 +140,8 @@ def test_a_golden_set_nothing_can_judge_is_an_error(tmp_path):
     with pytest.raises(GoldenError) as excinfo:
         load_golden(write_jsonl(tmp_path, unjudgeable), [doc("a.md", "Twenty days.")])
     assert problems_of(excinfo) == [
-        f"{tmp_path / 'golden.jsonl'}: no item can be judged: none has 'evidence', 'relevant_doc_ids' or "
-        "'reference_answer', and none is marked \"answerable\": false"
+        f"{tmp_path / 'golden.jsonl'}: no item can be judged: none has 'evidence', 'relevant_doc_ids', 'rows' "
+        "or 'reference_answer', and none is marked \"answerable\": false"
     ]
     refusal_only = [*unjudgeable, {"id": "q3", "question": "CEO's salary?", "answerable": False}]
     items = load_golden(write_jsonl(tmp_path, refusal_only), [doc("a.md", "Twenty days.")])
@@ -317,6 +317,26 @@ def test_a_route_must_be_a_route_name_and_a_conversational_item_has_no_evidence(
     assert problems_of(excinfo) == [
         "g.jsonl:2 (id=g2): 'route' must be one of no_retrieval, clarify, single_step, decompose, multi_step, got \"lookup\"",
         "g.jsonl:3 (id=g3): route 'clarify' retrieves nothing, so the item cannot have ['evidence', 'relevant_doc_ids', "
-        "'reference_answer']",
+        "'rows', 'reference_answer']",
     ]
     assert parse_golden(lines[:1], "g.jsonl")[0].route == "no_retrieval"
+
+
+def test_an_agent_item_names_its_table_rows_and_the_tools_it_needs():
+    lines = [
+        json.dumps({"id": "s1", "question": "Grade-5 leave in Austin?", "rows": ["sql:leave_allowance/13"],
+                    "tools": ["sql_query"]}),
+        json.dumps({"id": "s2", "question": "?", "rows": ["leave_allowance/13"], "tools": ["sql_query", "web"]}),
+        json.dumps({"id": "s3", "question": "?", "rows": "sql:offices/SEA", "tools": "kb_search"}),
+    ]
+    with pytest.raises(GoldenError) as excinfo:
+        parse_golden(lines, "g.jsonl")
+    assert problems_of(excinfo) == [
+        "g.jsonl:2 (id=s2): 'rows' must be a list of sql:<table>/<key>, got [\"leave_allowance/13\"]",
+        "g.jsonl:2 (id=s2): 'tools' must be a list of kb_search, sql_query, got [\"sql_query\", \"web\"]",
+        "g.jsonl:3 (id=s3): 'rows' must be a list of sql:<table>/<key>, got \"sql:offices/SEA\"",
+        "g.jsonl:3 (id=s3): 'tools' must be a list of kb_search, sql_query, got \"kb_search\"",
+    ]
+    item = parse_golden(lines[:1], "g.jsonl")[0]
+    assert item.rows == ("sql:leave_allowance/13",) and item.tools == ("sql_query",)
+    assert item.answerable  # its rows are its reference

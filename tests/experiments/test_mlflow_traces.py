@@ -2,6 +2,7 @@ import mlflow
 import pytest
 from haystack import Document, Pipeline, tracing
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.evaluation.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
@@ -91,3 +92,46 @@ def test_a_traced_question_stays_under_50_kb_even_on_long_chinese_documents(tmp_
         pipeline.run({"bm25": {"query": "年假"}, "again": {"query": "工龄"}})
     [trace] = mlflow.search_traces(locations=[experiment], return_type="list")
     assert len(trace.data.spans) == 3 and len(trace.to_json()) <= 50_000, len(trace.to_json())
+
+
+def test_an_agents_trace_shows_each_steps_call_with_its_tokens_and_each_tool_with_its_arguments_and_result(
+    tmp_path, mlflow_store
+):
+    """A scripted model (control flow; the real SmolLM2 agent's trace is checked in tests/test_run.py) calls
+    sql_query, then final_answer."""
+    from haystack.components.agents import Agent
+
+    from components.tools.sql_query import SqlQuery
+    from experiments.datasets.demo import DEMO_DIR
+    from pipelines.agent_tools import STATE_SCHEMA, final_answer_tool, sql_query_tool
+    from tests.support.scripted_chat_generator import ScriptedChatGenerator, call
+
+    _, _, experiment = mlflow_store
+    sql = SqlQuery(database=str(DEMO_DIR / "sql" / "company.sql"), cache_dir=str(tmp_path))
+    sql.warm_up()
+    model = ScriptedChatGenerator("", first=[
+        call("sql_query", query="SELECT annual_days FROM leave_allowance WHERE office = 'AUS' AND grade = 5"),
+        call("final_answer", answer="20 days [sql:leave_allowance/13]", citations=["sql:leave_allowance/13"]),
+    ])
+    pipeline = Pipeline()
+    pipeline.add_component("agent", Agent(chat_generator=model, tools=[sql_query_tool(sql, "SQL"), final_answer_tool()],
+                                          exit_conditions=["final_answer"], state_schema=STATE_SCHEMA))
+    with (
+        mlflow.start_run(experiment_id=experiment),
+        timing_components() as timer,
+        QuestionTraces(sample=1, total=1, timer=timer) as traces,
+        traces.question(0, "q0"),
+    ):
+        pipeline.run({"agent": {"messages": [ChatMessage.from_user("Grade-5 leave in Austin?")]}})
+    [trace] = mlflow.search_traces(locations=[experiment], return_type="list")
+    steps = [s for s in trace.data.spans if s.name == "haystack.agent.step.llm"]
+    tools = [s for s in trace.data.spans if s.name == "haystack.agent.step.tool"]
+    assert len(steps) == 2 and all(s.span_type == "CHAT_MODEL" for s in steps)
+    (reply,) = steps[0].outputs["replies"]
+    assert reply["tool_calls"] == [{"tool": "sql_query", "arguments": {
+        "query": "SELECT annual_days FROM leave_allowance WHERE office = 'AUS' AND grade = 5"}}]
+    assert reply["usage"] == {"prompt_tokens": 11, "completion_tokens": 5}
+    assert steps[0].inputs["tools"] == ["sql_query", "final_answer"]
+    assert [s.span_type for s in tools] == ["TOOL", "TOOL"]
+    assert tools[0].inputs == {"query": "SELECT annual_days FROM leave_allowance WHERE office = 'AUS' AND grade = 5"}
+    assert tools[0].outputs["citations"] == ["sql:leave_allowance/13"]

@@ -139,3 +139,20 @@ def test_doc_mode_places_span_less_documents_by_their_text():
 def test_an_item_marked_unanswerable_is_not_judged():
     item = GoldenItem(id="q", question="?", relevant_doc_ids=("a",), answerable=False)
     assert judge([Document(id="a#0-1", content="x", meta={"doc_id": "a", "span": [0, 1]})], item) is None
+
+
+def row(citation: str) -> Document:
+    """A table row as the agent's sql_query tool returns it: no span, its citation as doc_id."""
+    return Document(id=citation, content="leave_allowance\nannual_days: 20", meta={"doc_id": citation, "source": "sql"})
+
+
+def test_table_rows_are_units_credited_by_their_id_next_to_the_quotes():
+    item = GoldenItem(id="q", question="?", evidence=("quote",), evidence_spans=(QUOTE,),
+                      rows=("sql:leave_allowance/4", "sql:it_assets/1"))
+    ranking = [row("sql:leave_allowance/4"), row("sql:leave_allowance/4"), row("sql:offices/SEA"), chunk("a", 100, 200)]
+    judged = judge(ranking, item)
+    assert judged.n_units == 3 and judged.gains == (1, 0, 0, 1)  # a row repeated or not named gains nothing
+    rows_only = GoldenItem(id="r", question="?", rows=("sql:it_assets/1",))
+    assert judge([chunk("a", 0, 50), row("sql:it_assets/1")], rows_only).gains == (0, 1)
+    assert judge([row("sql:it_assets/1")], GoldenItem(id="u", question="?", rows=("sql:it_assets/1",),
+                                                       answerable=False)) is None

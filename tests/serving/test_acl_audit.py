@@ -32,15 +32,19 @@ def tenant_documents() -> list[Document]:
 
 
 class LeakingAnswerer:
-    """Ignores the tenant scope: answers every question with every chunk and quotes the first one."""
+    """Ignores the tenant scope: answers every question with every chunk and quotes the first one, after a search
+    step (as an agent streams it) that returns it."""
 
     takes_filters = True
 
     def __init__(self, documents, leak: bool):
         self.documents, self.leak = documents, leak
 
-    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
         shown = self.documents if self.leak else [d for d in self.documents if d.id == "public.md"]
+        if on_step is not None:
+            on_step({"tool": "kb_search", "arguments": {"query": question}, "error": False,
+                     "observation": " ".join(d.content for d in shown)})
         refs = [{"chunk_id": f"{d.id}#0-10", "doc_id": d.id} for d in shown]
         return {"answer": shown[0].content, "refused": False, "citations": refs[:1], "documents": refs,
                 "stages": {"retrieval": refs, "context": refs}, "stages_ms": {}}
@@ -61,6 +65,14 @@ def test_the_demo_probes_cover_three_tenants_every_attack_and_requests_without_c
         "filter_range", "invalid_unicode", "oversized", "history_injection", "prompt_injection", "unauthenticated"}
 
 
+def test_a_slow_pipeline_can_quote_a_few_hidden_documents_of_each_key_spread_over_them():
+    documents = tenant_documents()
+    quoted = [p for p in probes(KEYS, documents, [], hidden_documents=2) if p.kind == "verbatim"]
+    everything = [p for p in probes(KEYS, documents, []) if p.kind == "verbatim"]
+    assert len(quoted) == 2 * 2 * len(KEYS) < len(everything)  # two sentences of two documents a key
+    assert len({p.body["question"] for p in quoted}) > 2 * 2  # not the same two documents for every key
+
+
 def test_a_leaking_answerer_is_caught_at_every_layer_on_every_path():
     documents = tenant_documents()
     report = audit(channels(LeakingAnswerer(documents, leak=True)), KEYS, documents, ["q?"])
@@ -68,6 +80,7 @@ def test_a_leaking_answerer_is_caught_at_every_layer_on_every_path():
     assert {kind.split("/")[0] for kind in report.requests} == {"serve", "pyfunc"}
     clean = audit(channels(LeakingAnswerer(documents, leak=False)), KEYS, documents, ["q?"])
     assert not clean.failed and clean.checked["context"] > 400 and clean.leaks.total() == 0, clean.lines()
+    assert clean.checked["steps"] > 200  # serve.py streams an agent's steps
     assert "0 cross-tenant chunks or passages, 0 unexpected statuses" in clean.lines()[-1]
 
 
@@ -85,11 +98,23 @@ def test_a_refusal_that_names_a_hidden_document_is_a_leak():
     documents = tenant_documents()
 
     class Telling(LeakingAnswerer):
-        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
             raise UserError(f"cannot filter {documents[0].id}")  # a 400 whose message depends on a document
 
     report = audit([ServeChannel(Telling(documents, leak=False), KEYS)], KEYS, documents, ["q?"])
     assert report.leaks["replies"] > 0
+
+
+@pytest.mark.slow
+def test_no_principal_sees_another_tenants_chunks_through_the_agent():
+    """SmolLM2 held to search first, then to answer: every tool result it streams, every document and every answer
+    is checked; two hidden documents quoted a key keep it to about ten minutes on two cores."""
+    overrides = ["pipeline=agentic", "pipeline.components.agent.first_tool=kb_search",
+                 "pipeline.components.agent.max_agent_steps=2"]
+    report = run_audit(overrides, ("serve",), questions_per_principal=2, hidden_documents=2)
+    print("\n".join(report.lines()))
+    assert report.checked["steps"] >= 100 and report.checked["context"] >= 100
+    assert not report.failed, report.lines()
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ class RecordingAnswerer:
         self.calls, self.blocking = [], blocking
         self.started, self.release = threading.Event(), threading.Event()
 
-    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
         self.calls.append({"question": question, "history": history, "filters": filters, "stages": stages})
         self.started.set()
         if self.blocking:
@@ -121,7 +121,7 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
             super().__init__()
             self.error = error
 
-        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
             raise self.error
 
     broken = client(Failing(RuntimeError("boom"))).post("/query", json={"question": "q"}, headers=AUTH)
@@ -215,7 +215,7 @@ def test_a_request_log_line_holds_latency_per_stage_and_text_only_in_debug(caplo
     caplog.set_level(logging.INFO, "ragtune.serve")
 
     class Timed(RecordingAnswerer):
-        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
             return super().ask(question, history, filters, stages) | {"stages_ms": {"bm25": 1.5, "fusion": 0.2}}
 
     answerer = Timed()
@@ -371,7 +371,7 @@ class StreamingAnswerer(RecordingAnswerer):
         super().__init__()
         self.pieces, self.fail = pieces, fail
 
-    def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
         for piece in self.pieces:
             if on_token is not None:
                 on_token(piece)
@@ -396,6 +396,35 @@ def test_query_streams_tokens_then_the_verified_reply():
     stream = events(response)
     assert [data["text"] for event, data in stream if event == "token"] == ["Fifteen ", "days", "."]
     assert stream[-1][0] == "answer" and stream[-1][1]["answer"] == "Fifteen days." and stream[-1][1]["trace_id"]
+
+
+class AgentAnswerer(RecordingAnswerer):
+    """Reports its tool calls as an agent's pipeline does (serving.served_pipeline._agent_step), then replies."""
+
+    STEPS = ({"tool": "kb_search", "arguments": {"query": "leave"}, "error": False, "observation": "[en/a.md] 20 days"},
+             {"tool": "sql_query", "arguments": {"query": "DROP TABLE x"}, "error": False, "observation": "refused"})
+
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
+        for step in self.STEPS:
+            if on_step is not None:
+                on_step(step)
+        return {"answer": "20 days", "refused": False, "citations": [], "documents": [], "stages_ms": {},
+                "agent": {"steps": 3, "tools": ["kb_search", "sql_query", "final_answer"],
+                          "tool_calls": {"kb_search": 1, "sql_query": 1, "final_answer": 1}, "stop_reason": "final_answer"}}
+
+
+def test_query_streams_an_agents_steps_in_order_before_its_reply():
+    stream = events(client(AgentAnswerer()).post("/query", json={"question": "leave?", "stream": True}, headers=AUTH))
+    assert [event for event, _ in stream] == ["step", "step", "answer"]
+    assert [data for event, data in stream if event == "step"] == list(AgentAnswerer.STEPS)
+    assert stream[-1][1]["agent"]["stop_reason"] == "final_answer"
+    reply = client(AgentAnswerer()).post("/query", json={"question": "leave?"}, headers=AUTH).json()
+    assert reply["agent"]["tools"] == ["kb_search", "sql_query", "final_answer"]
+    chat = client(AgentAnswerer()).post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": "leave?"}], "stream": True}, headers=AUTH
+    )
+    chunks = [data for _, data in events(chat)]  # OpenAI's chunks have no place for steps
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "20 days"} and len(chunks) == 3
 
 
 def test_chat_streams_openai_chunks_and_the_reply_in_the_last():
@@ -555,7 +584,7 @@ def test_openapi_describes_the_requests_the_replies_and_the_refusals():
 
 def test_a_reply_that_strays_from_its_model_is_the_servers_fault_not_the_clients():
     class Broken(RecordingAnswerer):
-        def ask(self, question, history=None, filters=None, stages=False, on_token=None):
+        def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
             return {"answer": 3}
 
     with pytest.raises(Exception, match="validation error"):

@@ -140,3 +140,41 @@ def test_serve_py_names_a_damaged_bundle_in_one_line(promoted, tmp_path):
         embeddings.write_bytes(saved)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "is damaged: index/" in result.stderr and "embeddings.npy is missing" in result.stderr
+
+
+def test_a_promoted_agent_streams_its_steps_and_answers_as_its_run_recorded(tmp_path):
+    """pipeline=agentic on SmolLM2, run, promoted with the tables it read (the bundle ships dataset.sql), and served
+    by serve.py from another folder: /query streams a step per tool call, then the answer the run recorded."""
+    out = job_dir(tmp_path, "agentic")
+    sql = Path(__file__).resolve().parents[2] / "data" / "demo" / "sql" / "company.sql"
+    run(tmp_path, *write_local_dataset(tmp_path), "pipeline=agentic", "pipeline.components.agent.first_tool=kb_search",
+        f"+dataset.sql={sql}", f"hydra.run.dir={out}")
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert promote.main([run_id, "--name", "agent", "--tracking-uri", uri]) == 0
+    record = json.loads((out / "per_question.jsonl").read_text().splitlines()[1])
+    served_from = tmp_path / "elsewhere"
+    served_from.mkdir()
+    (served_from / "keys.yaml").write_text("k-acme: {tenant: acme, groups: []}\n")
+    port, log = free_port(), served_from / "serve_py.log"
+    server = subprocess.Popen(
+        [sys.executable, str(SERVE_PY), "model=models:/agent@production", "serve.api_keys_file=keys.yaml",
+         f"serve.port={port}", f"mlflow.tracking_uri={uri}"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=served_from,
+    )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/readyz", server, log, seconds=240)
+        reply = httpx.post(f"http://127.0.0.1:{port}/query", json={"question": record["question"], "stream": True},
+                           headers={"Authorization": "Bearer k-acme"}, timeout=300)
+        assert reply.status_code == 200, reply.text
+        events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
+                  for block in reply.text.strip().split("\n\n")]
+        steps = [data for event, data in events if event == "step"]
+        answer = events[-1][1]
+        assert events[-1][0] == "answer" and [event for event, _ in events[:-1]] == ["step"] * len(steps)
+        assert [s["tool"] for s in steps] == [t for t in answer["agent"]["tools"] if t != "final_answer"]
+        assert steps[0]["tool"] == "kb_search" and steps[0]["observation"]
+        assert {k: answer[k] for k in SHARED} == {k: record[k] for k in SHARED}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -1,6 +1,7 @@
 -- The demo's company tables, for the agent's read-only sql_query tool (pipeline=agentic).
 -- Leave days by office and grade agree with the leave policies in data/demo/corpus (US: 20 days, 25 after five
--- years' service; Shanghai: 10 days, 15 and 20 by years of service); grades 6 and above get the extra days below.
+-- years' service, 10 sick days; Shanghai: 10 days, 15 and 20 by years of service, 5 fully paid sick days); grades 6
+-- and above get the extra days below.
 CREATE TABLE offices (code TEXT PRIMARY KEY, city TEXT NOT NULL, city_zh TEXT NOT NULL, country TEXT NOT NULL, timezone TEXT NOT NULL);
 CREATE TABLE leave_allowance (id INTEGER PRIMARY KEY, office TEXT NOT NULL REFERENCES offices(code), grade INTEGER NOT NULL, annual_days INTEGER NOT NULL, sick_days INTEGER NOT NULL, carry_over_days INTEGER NOT NULL);
 CREATE TABLE it_assets (id INTEGER PRIMARY KEY, team TEXT NOT NULL, office TEXT NOT NULL REFERENCES offices(code), kind TEXT NOT NULL, model TEXT NOT NULL, quantity INTEGER NOT NULL, refresh_year INTEGER NOT NULL);
@@ -24,22 +25,22 @@ INSERT INTO leave_allowance VALUES (13, 'AUS', 5, 20, 10, 5);
 INSERT INTO leave_allowance VALUES (14, 'AUS', 6, 22, 10, 5);
 INSERT INTO leave_allowance VALUES (15, 'AUS', 7, 22, 10, 5);
 INSERT INTO leave_allowance VALUES (16, 'AUS', 8, 25, 10, 5);
-INSERT INTO leave_allowance VALUES (17, 'SHA', 1, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (18, 'SHA', 2, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (19, 'SHA', 3, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (20, 'SHA', 4, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (21, 'SHA', 5, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (22, 'SHA', 6, 12, 12, 12);
-INSERT INTO leave_allowance VALUES (23, 'SHA', 7, 12, 12, 12);
-INSERT INTO leave_allowance VALUES (24, 'SHA', 8, 15, 12, 15);
-INSERT INTO leave_allowance VALUES (25, 'SZX', 1, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (26, 'SZX', 2, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (27, 'SZX', 3, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (28, 'SZX', 4, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (29, 'SZX', 5, 10, 12, 10);
-INSERT INTO leave_allowance VALUES (30, 'SZX', 6, 12, 12, 12);
-INSERT INTO leave_allowance VALUES (31, 'SZX', 7, 12, 12, 12);
-INSERT INTO leave_allowance VALUES (32, 'SZX', 8, 15, 12, 15);
+INSERT INTO leave_allowance VALUES (17, 'SHA', 1, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (18, 'SHA', 2, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (19, 'SHA', 3, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (20, 'SHA', 4, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (21, 'SHA', 5, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (22, 'SHA', 6, 12, 5, 12);
+INSERT INTO leave_allowance VALUES (23, 'SHA', 7, 12, 5, 12);
+INSERT INTO leave_allowance VALUES (24, 'SHA', 8, 15, 5, 15);
+INSERT INTO leave_allowance VALUES (25, 'SZX', 1, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (26, 'SZX', 2, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (27, 'SZX', 3, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (28, 'SZX', 4, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (29, 'SZX', 5, 10, 5, 10);
+INSERT INTO leave_allowance VALUES (30, 'SZX', 6, 12, 5, 12);
+INSERT INTO leave_allowance VALUES (31, 'SZX', 7, 12, 5, 12);
+INSERT INTO leave_allowance VALUES (32, 'SZX', 8, 15, 5, 15);
 INSERT INTO it_assets VALUES (1, 'Platform', 'SEA', 'laptop', 'ThinkPad X1 Carbon Gen 12', 42, 2027);
 INSERT INTO it_assets VALUES (2, 'Platform', 'SEA', 'monitor', 'Dell U2724D', 60, 2029);
 INSERT INTO it_assets VALUES (3, 'Platform', 'SHA', 'laptop', 'ThinkPad X1 Carbon Gen 12', 18, 2027);
