@@ -6,7 +6,7 @@
     python -m benchmarks.agentic_offline --subsets en --reuse
 
 Each configuration is one `python run.py` job (benchmarks/jobs.py); the table reads its metrics.json. Writes
-docs/results/<date>-agentic-offline.md (<date>-agentic-offline-<dataset>.md for another dataset).
+docs/results/<date>-agentic-offline.md (<date>-agentic-offline-demo-agent.md for dataset=demo_agent).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"recall@10 {metrics.get('retrieval/recall_at_10', 0):.3f}", flush=True)
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]  # --reuse only re-renders
     command = "python -m benchmarks.agentic_offline " + " ".join(given)
-    name = "agentic-offline" + ("" if args.dataset == "demo" else f"-{args.dataset}")
+    name = "agentic-offline" + ("" if args.dataset == "demo" else "-" + args.dataset.replace("_", "-"))
     out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-{name}.md"
     out.write_text(report(rows, command.strip(), args.dataset), encoding="utf-8")
     print(f"wrote {out}")

