@@ -316,6 +316,7 @@ def check_reply(principal: Principal, reply: Mapping[str, Any], sources: Mapping
 def check_quotes(layer: str, text: str, texts: tuple[str, str], report: AuditReport, where: str) -> None:
     """`text` must not quote WINDOW characters that only documents the principal may not see hold."""
     visible, hidden = texts
+    text = _one_line(text)
     report.checked[layer] += bool(text)
     windows = {text[i:i + WINDOW] for i in range(max(len(text) - WINDOW + 1, 0))}
     if any(w in hidden and w not in visible for w in windows):
@@ -360,11 +361,16 @@ def audit(channels: Sequence[Channel], keys: Mapping[str, Principal], documents:
 
 
 def _texts(principal: Principal, documents: Sequence[Document]) -> tuple[str, str]:
-    """All the text the principal may see, and all it may not."""
+    """All the text the principal may see, and all it may not, each run of whitespace as one space (as an agent's
+    observation shows a passage)."""
     texts: dict[bool, list[str]] = {True: [], False: []}
     for document in documents:
-        texts[may_see(principal, document.meta)].append(document.content or "")
+        texts[may_see(principal, document.meta)].append(_one_line(document.content or ""))
     return "\n".join(texts[True]), "\n".join(texts[False])
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "pyfunc"),

@@ -125,3 +125,17 @@ def test_no_principal_sees_another_tenants_chunks_on_any_serving_path(pipeline, 
     assert {kind.split("/")[0] for kind in report.requests} == set(paths)
     assert sum(report.requests.values()) >= 300 * len(paths) and report.checked["context"] >= 300
     assert not report.failed, report.lines()
+
+
+def test_a_step_that_shows_a_hidden_passage_on_one_line_is_a_leak():
+    """An agent's observation collapses a passage's line breaks: the quote is still found."""
+    hidden = Document(id="acme/leave.md", content="Leave rules of Acme.\nEvery engineer gets 27 days\nof paid leave.",
+                      meta={"tenant": "acme"})
+    principal = Principal("globex")
+    texts = acl_audit._texts(principal, [hidden])
+    observation = "[acme/leave.md] " + " ".join(hidden.content.split())
+    report = acl_audit.AuditReport()
+    reply = {"answer": "", "citations": [], "documents": [],
+             "steps": [{"tool": "kb_search", "arguments": {}, "error": False, "observation": observation}]}
+    acl_audit.check_reply(principal, reply, {}, texts, report, "#0")
+    assert report.leaks["steps"] == 1 and report.checked["steps"] == 1
