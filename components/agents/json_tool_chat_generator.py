@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict
-from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+from haystack import component, default_to_dict
+from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
 from haystack.tools import Tool, Toolset, flatten_tools_or_toolsets
 
+from components.agents.wrapped_chat_generator import is_first_step, wrapper_from_dict
 from components.common.response_formats import SCHEMA_FORMATS
 
 # llama-cpp-python's error when a prompt and its max_tokens exceed n_ctx: the run ends as cut off, not as a crash.
@@ -94,7 +95,7 @@ class JsonToolChatGenerator:
         merged = {**self.generation_kwargs, **(generation_kwargs or {})}
         if not flat:
             return self.chat_generator.run(messages=messages, generation_kwargs=merged)
-        if self.first_tool is not None and not any(m.tool_calls for m in messages):
+        if self.first_tool is not None and is_first_step(messages):
             flat = [t for t in flat if t.name == self.first_tool] or flat
         schema = tool_call_schema(flat, self.max_argument_chars, self.max_argument_items)
         kwargs = {**merged, "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
@@ -117,10 +118,7 @@ class JsonToolChatGenerator:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JsonToolChatGenerator:
-        parameters = dict(data["init_parameters"])
-        inner = parameters["chat_generator"]
-        parameters["chat_generator"] = component_from_dict(import_class_by_name(inner["type"]), inner, "chat_generator")
-        return default_from_dict(cls, {**data, "init_parameters": parameters})
+        return wrapper_from_dict(cls, data)
 
 
 def tool_call_schema(tools: list[Tool], max_chars: int, max_items: int) -> dict[str, Any]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict
-from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+from haystack import component, default_to_dict
+from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool, Toolset
+
+from components.agents.wrapped_chat_generator import is_first_step, wrapper_from_dict
 
 
 @component
@@ -55,7 +57,7 @@ class NativeToolCalls:
         :returns: The chat generator's `replies`.
         """
         kwargs = dict(generation_kwargs or {})
-        if self.first_tool is not None and tools and not any(message.tool_calls for message in messages):
+        if self.first_tool is not None and tools and is_first_step(messages):
             kwargs["tool_choice"] = {"type": "function", "function": {"name": self.first_tool}}
         sent = [_with_content(message) for message in messages]
         return self.chat_generator.run(
@@ -69,10 +71,7 @@ class NativeToolCalls:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NativeToolCalls:
-        parameters = dict(data["init_parameters"])
-        inner = parameters["chat_generator"]
-        parameters["chat_generator"] = component_from_dict(import_class_by_name(inner["type"]), inner, "chat_generator")
-        return default_from_dict(cls, {**data, "init_parameters": parameters})
+        return wrapper_from_dict(cls, data)
 
 
 def _with_content(message: ChatMessage) -> ChatMessage:

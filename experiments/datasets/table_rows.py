@@ -16,11 +16,14 @@ _SHOWN = 5
 def check_table_rows(golden: Sequence[GoldenItem], sql: str | None) -> None:
     """Raises DatasetError naming `dataset.sql` when an item cites a row that `sql` (a SQLite file or .sql script)
     does not have, or cites rows while the data set has no tables."""
-    cited = {row: item.id for item in reversed(golden) for row in item.rows}  # each row's first citing item
+    cited: dict[str, str] = {}  # each row and the first item citing it
+    for item in golden:
+        for row in item.rows:
+            cited.setdefault(row, item.id)
     if not cited:
         return
     if sql is None:
-        row, item_id = next(iter(reversed(cited.items())))
+        row, item_id = next(iter(cited.items()))
         raise DatasetError(f"dataset.sql: golden item {item_id} cites the table row {row}, but the data set has "
                            "no tables; set dataset.sql to its SQLite file or .sql script")
     with tempfile.TemporaryDirectory(prefix="ragtune-rows-") as cache:

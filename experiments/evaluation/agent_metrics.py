@@ -59,8 +59,9 @@ def agent_failure(meta: Mapping[str, Any], expected: Sequence[str]) -> str | Non
         return f"budget ({reason})"
     if reason == "text":
         return "no tool call"
-    if expected and set(tools_chosen(meta)) != set(expected):
-        return f"wrong tools: called {tools_chosen(meta) or 'none'}, needed {list(expected)}"
+    chosen = tools_chosen(meta)
+    if expected and set(chosen) != set(expected):
+        return f"wrong tools: called {chosen or 'none'}, needed {list(expected)}"
     return None
 
 
