@@ -2,13 +2,16 @@
 
     python -m benchmarks.testset_tau                  # demo-en, demo-zh and every set under .cache/ragtune/doc_sets/
     python -m benchmarks.testset_tau --sets demo-en python_faq-en --size 60
+    python -m benchmarks.testset_tau --generator llm --chat models=openai_compatible \
+        models.generator.base_url=http://localhost:8000/v1 models.generator.model=Qwen/Qwen2.5-7B-Instruct
 
 Per set, `ragtune testset`'s generator writes questions from the corpus alone (experiments/datasets/testset.py);
 then each configuration below (pipelines x fusion x candidates x BM25 parameters, retrieval only) is built once
 over the set's index and answers both the human-written golden questions and the generated ones. Kendall's tau
 between the two MRR@10 columns says whether the generated set orders the configurations as the human one does:
-a generated set is useful for choosing among configurations only where tau is high. Writes
-docs/results/<date>-testset-tau.md.
+a generated set is useful for choosing among configurations only where tau is high. `--generator llm` drafts
+with the chat model `--chat` overrides name (models.chat; offline SmolLM2 by default); a set where fewer than
+MIN_QUESTIONS generated questions pass the filters gets no tau. Writes docs/results/<date>-testset-tau[-llm].md.
 """
 
 from __future__ import annotations
@@ -27,14 +30,16 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from haystack import Document  # noqa: E402
 from scipy.stats import kendalltau  # noqa: E402
 
 from experiments.datasets.golden import GoldenItem  # noqa: E402
-from experiments.datasets.testset import generate_testset  # noqa: E402
+from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer  # noqa: E402
 from experiments.evaluation.evaluate import evaluate  # noqa: E402
 from experiments.evaluation.settings import EvalSettings  # noqa: E402
 from experiments.runs.config import compose  # noqa: E402
 from experiments.runs.indexed import prepare_pipeline  # noqa: E402
+from pipelines.models import generator_identity  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 DOC_SETS = ROOT / ".cache" / "ragtune" / "doc_sets"
@@ -51,6 +56,7 @@ CONFIGS: dict[str, list[str]] = {
     "hybrid candidates=5": ["pipeline=hybrid", "retriever.candidates=5"],
 }
 HUMAN_QUESTIONS = 150  # a seeded sample of larger human sets, to bound the time
+MIN_QUESTIONS = 10  # fewer generated questions give no ranking worth a tau
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,13 @@ class SetResult:
     name: str
     human: int
     generated: int
-    scores: dict[str, tuple[float, float]]  # config -> (human MRR@10, generated MRR@10)
+    drafts: str  # what the generator drafted, and what was unreadable or filtered
+    scores: dict[str, tuple[float, float]]  # config -> (human MRR@10, generated MRR@10); empty: too few generated
 
     @property
-    def tau(self) -> tuple[float, float]:
+    def tau(self) -> tuple[float, float] | None:
+        if not self.scores:
+            return None
         human, generated = zip(*self.scores.values(), strict=True)
         result = kendalltau(human, generated)
         return float(result.statistic), float(result.pvalue)
@@ -75,51 +84,83 @@ def set_overrides(name: str) -> list[str]:
             f"dataset.golden={folder / 'golden.jsonl'}"]
 
 
-def measure(name: str, size: int, seed: int) -> SetResult:
+def generated_questions(
+    documents: Sequence[Document], size: int, seed: int, chat: Sequence[str] | None
+) -> tuple[list[GoldenItem], str]:
+    """The answerable questions the generator keeps (the templates', or with `chat` the chat model's), and a note
+    of how many drafts it wrote and how many the filters kept."""
+    drafted, unreadable = None, ""
+    if chat is not None:
+        writer = llm_writer(compose(list(chat)).models.chat)
+        writer.warm_up()
+        drafted = list(writer.drafts(documents, 2 * size, seed))
+        unreadable = f" ({writer.failed_replies} replies unreadable)"
+    report = generate_testset(documents, size, seed, drafted=drafted, generator="offline" if chat is None else "llm")
+    print(f"  {' / '.join(report.lines())}", file=sys.stderr)
+    return [item for item in report.kept if item.answerable], f"{report.drafted}{unreadable}, {len(report.kept)} kept"
+
+
+def measure(name: str, size: int, seed: int, chat: Sequence[str] | None) -> SetResult:
     settings = EvalSettings(ks=[10], trace_sample=0)
     generated: list[GoldenItem] = []
     human: list[GoldenItem] = []
+    drafts = ""
     scores = {}
     for label, overrides in CONFIGS.items():
         prepared = prepare_pipeline(compose([*set_overrides(name), *overrides]))
-        if not generated:
-            generated = [item for item in generate_testset(prepared.dataset.documents, size, seed).kept if item.answerable]
+        if not human:
+            generated, drafts = generated_questions(prepared.dataset.documents, size, seed, chat)
             human = [item for item in prepared.dataset.golden if item.answerable]
             human = random.Random(seed).sample(human, min(HUMAN_QUESTIONS, len(human)))
+            if len(generated) < MIN_QUESTIONS:
+                print(f"  {name}: {len(generated)} generated questions, no tau", file=sys.stderr)
+                return SetResult(name, len(human), len(generated), drafts, {})
         prepared.index()
         prepared.warm_up()
         on_human = evaluate(prepared.query, human, settings, progress=False).metrics[METRIC]
         on_generated = evaluate(prepared.query, generated, settings, progress=False).metrics[METRIC]
         scores[label] = (on_human, on_generated)
         print(f"  {name:24} {label:22} human {on_human:.3f}  generated {on_generated:.3f}", file=sys.stderr)
-    return SetResult(name, len(human), len(generated), scores)
+    return SetResult(name, len(human), len(generated), drafts, scores)
 
 
-def report(results: Sequence[SetResult], command: str, size: int) -> str:
+def report(results: Sequence[SetResult], command: str, size: int, generator: str) -> str:
     lines = [
         f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
         "",
         "# Generated golden sets: do they rank configurations as human-written questions do?",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        f"Generator: offline (`ragtune testset`, templates, no LLM), {size} questions asked per set, the "
-        f"answerable ones scored. Human questions: the set's own golden questions (FAQ and manual headings for "
+        f"Generator: {generator}, {size} questions asked per set, the answerable ones scored (a set with fewer "
+        f"than {MIN_QUESTIONS} gets no tau). Human questions: the set's own golden questions (FAQ and manual headings for "
         f"the doc sets), a seeded sample of at most {HUMAN_QUESTIONS}. Metric: {METRIC} of {len(CONFIGS)} "
         "retrieval configurations, each built once over the set's index and asked both sets.",
         "",
-        "| set | human questions | generated questions | Kendall tau | p |",
-        "|---|---|---|---|---|",
+        "| set | human questions | drafts | generated questions scored | Kendall tau | p |",
+        "|---|---|---|---|---|---|",
     ]
     for result in results:
-        tau, p = result.tau
-        lines.append(f"| {result.name} | {result.human} | {result.generated} | {tau:.2f} | {p:.3f} |")
+        tau = "– | –" if result.tau is None else f"{result.tau[0]:.2f} | {result.tau[1]:.3f}"
+        lines.append(f"| {result.name} | {result.human} | {result.drafts} | {result.generated} | {tau} |")
+    scored = [r for r in results if r.scores]
+    if not scored:
+        return "\n".join(lines) + "\n"
     lines += ["", "MRR@10 per configuration (human / generated):", "",
-              "| configuration | " + " | ".join(r.name for r in results) + " |",
-              "|---" * (len(results) + 1) + "|"]
+              "| configuration | " + " | ".join(r.name for r in scored) + " |",
+              "|---" * (len(scored) + 1) + "|"]
     for label in CONFIGS:
-        cells = [f"{r.scores[label][0]:.3f} / {r.scores[label][1]:.3f}" for r in results]
+        cells = [f"{r.scores[label][0]:.3f} / {r.scores[label][1]:.3f}" for r in scored]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def generator_label(chat: Sequence[str] | None) -> str:
+    if chat is None:
+        return "offline (`ragtune testset`, templates, no LLM)"
+    model = compose(list(chat)).models.chat
+    base_url = model.endpoint.base_url if model.get("endpoint") else None
+    identity = generator_identity({"model": model.model, "base_url": base_url})
+    return f"LLM (`ragtune testset --generator llm`, models.chat {identity})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,14 +169,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", nargs="*", default=default_sets)
     parser.add_argument("--size", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generator", choices=GENERATORS, default="offline")
+    parser.add_argument("--chat", nargs="*", default=[], help="overrides naming the LLM generator's models.chat")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    results = [measure(name, args.size, args.seed) for name in args.sets]
+    chat = args.chat if args.generator == "llm" else None
+    results = [measure(name, args.size, args.seed, chat) for name in args.sets]
     shown = [a for i, a in enumerate(argv or []) if a != "--out" and (i == 0 or (argv or [])[i - 1] != "--out")]
     command = "python -m benchmarks.testset_tau" + (f" {' '.join(shown)}" if shown else "")  # where it wrote: not a setting
-    text = report(results, command, args.size)
+    text = report(results, command, args.size, generator_label(chat))
     print(text)
-    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-testset-tau.md"
+    suffix = "-llm" if chat is not None else ""
+    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-testset-tau{suffix}.md"
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -300,6 +300,26 @@ def test_the_llm_slots_run_on_the_endpoint_too(tmp_path, llama_server):
     assert tags["ragtune.model.rewriter"] == tags["ragtune.model.reranker"] == f"openai-compatible:smollm2@{llama_server}"
 
 
+def test_ragtune_testset_drafts_with_the_endpoints_model(tmp_path, llama_server, capsys):
+    """`ragtune testset --generator llm` with models=openai_compatible: one request per passage to the server, the
+    reply held to the writer's schema, every draft judged by the same filters. SmolLM2 invents its quotes, so none
+    passes (as offline, docs/datasets.md): the command says so and writes no empty set."""
+    from experiments.datasets.testset import main as testset
+
+    out = tmp_path / "golden.jsonl"
+    assert testset(["dataset=demo", "dataset.subset=en", "models=openai_compatible",
+                    f"models.generator.base_url={llama_server}", "models.generator.model=smollm2",
+                    "models.generator.api_key_env=HOME", "models.chat.endpoint.schema_format=json_object_schema",
+                    "--generator", "llm", "--passages", "6", "--size", "6", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    unreadable = int(err.split(" LLM replies could not be read")[0].split()[-1])
+    drafted = int(err.split(" drafts; dropped: ")[0].split()[-1])
+    dropped = err.split(" drafts; dropped: ")[1].splitlines()[0]
+    assert drafted >= 1 and drafted + unreadable == 6, err  # every passage was answered by the server
+    assert sum(int(part.rsplit(" ", 1)[1]) for part in dropped.split(", ")) == drafted, err  # each judged
+    assert "\n0 questions" in err and "error: no question passed the filters" in err and not out.exists()
+
+
 @pytest.mark.parametrize(("overrides", "label", "route"), [
     (["crag.upper=0", "crag.lower=0"], "correct", "correct"),  # every passage relevant
     (["crag.upper=2", "crag.lower=0"], "ambiguous", "ambiguous"),  # no cosine reaches 2: none relevant or irrelevant

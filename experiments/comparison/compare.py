@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -42,6 +43,7 @@ QUALITY = [
 ]
 COST = ["latency/p95_ms", "time/index_seconds"]
 LABEL_WIDTH = 40  # legend labels wrap here
+MAX_BAR_RUNS = 8  # more runs (an Optuna study's trials) read better as a coloured table than as bars
 
 
 def is_quality(metric: str) -> bool:
@@ -74,11 +76,14 @@ def plot_frame(frame: pd.DataFrame, path: Path) -> Path:
     """Quality metrics as grouped bars (one group per metric, one bar per run); each cost metric on its own scale.
 
     The legend sits below the panels and panels widen with the number of runs, so long labels never cover bars.
+    Beyond MAX_BAR_RUNS runs it draws `_heatmap` instead.
     """
     quality = [m for m in frame.columns if is_quality(m) and frame[m].notna().any()]
     cost = [m for m in frame.columns if m not in quality and frame[m].notna().any()]
     if not quality and not cost:
         raise ValueError(f"none of the runs logged any of the metrics {list(frame.columns)}")
+    if len(frame) > MAX_BAR_RUNS:
+        return _heatmap(frame[quality + cost], path)
     bar_group = 0.5 + 0.28 * len(frame)  # inches per metric group
     widths = ([max(4.0, bar_group * len(quality))] if quality else []) + [max(1.8, bar_group)] * len(cost)
     width = sum(widths) + 1.0
@@ -93,6 +98,34 @@ def plot_frame(frame: pd.DataFrame, path: Path) -> Path:
     labels = [textwrap.fill(str(label), LABEL_WIDTH) for label in frame.index]
     handles = axes[0][0].get_legend_handles_labels()[0]
     fig.legend(handles, labels, loc="outside lower center", ncol=_legend_columns(labels, width), fontsize=8, frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _heatmap(frame: pd.DataFrame, path: Path) -> Path:
+    """One row per run and one column per metric, each cell showing its value and shaded within its column from
+    the worst run (light) to the best (dark), so the best runs of every metric stand out among many."""
+    values = frame.to_numpy(dtype=float)
+    shade = np.full(values.shape, np.nan)
+    for col, metric in enumerate(frame.columns):
+        column = values[:, col]
+        low, high = np.nanmin(column), np.nanmax(column)
+        rank = (column - low) / (high - low) if high > low else np.full(column.shape, 0.5)
+        shade[:, col] = rank if is_quality(metric) else 1 - rank  # cost: lower is better
+    label_inches = 0.06 * max(len(str(label)) for label in frame.index)
+    fig = Figure(figsize=(label_inches + 1.1 * len(frame.columns) + 0.5, 0.26 * len(frame) + 1.4), layout="constrained")
+    ax = fig.subplots()
+    ax.imshow(np.ma.masked_invalid(shade), cmap="Greens", vmin=-0.2, vmax=1.2, aspect="auto")
+    for (row, col), value in np.ndenumerate(values):
+        text = "–" if np.isnan(value) else f"{value:.3f}" if is_quality(frame.columns[col]) else f"{value:.0f}"
+        dark = not np.isnan(shade[row, col]) and shade[row, col] > 0.6
+        ax.text(col, row, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.set_xticks(range(len(frame.columns)), [m.replace("/", "\n") for m in frame.columns], fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(frame)), [str(label) for label in frame.index], fontsize=7)
+    ax.tick_params(length=0)
+    ax.set_title(f"{len(frame)} runs; each column shaded from its worst run (light) to its best (dark)", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path

@@ -39,6 +39,11 @@ GENERATORS = ("offline", "llm")
 MAX_COPIED = 48
 NEAR_DUPLICATE = 90.0  # rapidfuzz ratio, 0-100
 UNANSWERABLE_SHARE = 0.15
+NOTHING_KEPT = {
+    "offline": "the corpus has too few sentences with a number, a defined term or an instruction to ask about",
+    "llm": "the chat model's quotes were not found in the corpus or its questions left their passages' topics; "
+           "try a larger models.chat, or --generator offline",
+}
 
 
 @dataclass
@@ -199,9 +204,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"{writer.failed_replies} LLM replies could not be read", file=sys.stderr)
     report = generate_testset(documents, args.size, args.seed, args.max_copied, args.unanswerable, drafted,
                               args.generator)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(golden_lines(report.kept)), encoding="utf-8")
     for line in report.lines():
         print(line, file=sys.stderr)
+    if not report.kept:  # an empty golden set would only fail later, at the run that loads it
+        print(f"error: no question passed the filters, {args.out} not written: {NOTHING_KEPT[args.generator]}",
+              file=sys.stderr)
+        return 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(golden_lines(report.kept)), encoding="utf-8")
     print(f"wrote {args.out} ({len(report.kept)} questions, generator {args.generator})", file=sys.stderr)
     return 0

@@ -110,3 +110,18 @@ def test_a_sweep_id_alone_compares_each_child_with_its_baseline(tmp_path, baseli
     logged = {a.path for a in client.list_artifacts(parent, "compare")}
     assert logged == {f"compare/paired_{other[:8]}_vs_{base[:8]}.csv", f"compare/paired_{other[:8]}_vs_{base[:8]}.png"}
     assert mlflow.get_run(parent).data.tags["ragtune.baseline"] == "ab"[expected]
+
+
+@pytest.mark.parametrize("runs", [3, 30])
+def test_the_chart_stays_readable_for_a_study_of_many_runs(tmp_path, runs):
+    """Bars up to MAX_BAR_RUNS runs; beyond, one row per run, so the width no longer grows with the runs."""
+    import matplotlib.image
+
+    frame = pd.DataFrame({"retrieval/mrr_at_10": [i / runs for i in range(runs)],
+                          "latency/p95_ms": [100.0 + i for i in range(runs)]},
+                         index=pd.Index([f"trial {i} top_k={i}" for i in range(runs)], name="run"))
+    height, width, _ = matplotlib.image.imread(compare.plot_frame(frame, tmp_path / "chart.png")).shape
+    if runs <= compare.MAX_BAR_RUNS:
+        assert width > height  # bars side by side
+    else:
+        assert height > 0.26 * runs * 110 and width < 1000  # a row per run, two metric columns

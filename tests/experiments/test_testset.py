@@ -115,3 +115,12 @@ def test_an_llm_writes_drafts_on_the_demo():
     assert all(d.question and d.doc_id in {doc.meta["doc_id"] for doc in documents} for d in drafted)
     report = generate_testset(documents, size=6, drafted=drafted, generator="llm")
     assert report.drafted == len(drafted) and sum(report.dropped.values()) + len(report.kept) >= len(drafted) - 1
+
+
+def test_the_command_writes_no_empty_set_and_exits_1(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "note.md").write_text("Hello there, and welcome.", encoding="utf-8")
+    out = tmp_path / "golden.jsonl"
+    assert main(["dataset=local", f"dataset.corpus_dir={corpus}", "--out", str(out)]) == 1
+    assert "error: no question passed the filters" in capsys.readouterr().err and not out.exists()
