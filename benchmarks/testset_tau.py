@@ -31,9 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from haystack import Document  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 from scipy.stats import kendalltau  # noqa: E402
 
 from experiments.datasets.golden import GoldenItem  # noqa: E402
+from experiments.datasets.llm_questions import LlmQuestionWriter  # noqa: E402
 from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer  # noqa: E402
 from experiments.evaluation.evaluate import evaluate  # noqa: E402
 from experiments.evaluation.settings import EvalSettings  # noqa: E402
@@ -85,22 +87,21 @@ def set_overrides(name: str) -> list[str]:
 
 
 def generated_questions(
-    documents: Sequence[Document], size: int, seed: int, chat: Sequence[str] | None
+    documents: Sequence[Document], size: int, seed: int, writer: LlmQuestionWriter | None
 ) -> tuple[list[GoldenItem], str]:
-    """The answerable questions the generator keeps (the templates', or with `chat` the chat model's), and a note
-    of how many drafts it wrote and how many the filters kept."""
+    """The answerable questions the generator keeps (the templates', or the LLM `writer`'s drafts), and a note of
+    how many drafts it wrote and how many the filters kept."""
     drafted, unreadable = None, ""
-    if chat is not None:
-        writer = llm_writer(compose(list(chat)).models.chat)
-        writer.warm_up()
+    if writer is not None:
+        failed_before = writer.failed_replies  # the writer counts over every set
         drafted = list(writer.drafts(documents, 2 * size, seed))
-        unreadable = f" ({writer.failed_replies} replies unreadable)"
-    report = generate_testset(documents, size, seed, drafted=drafted, generator="offline" if chat is None else "llm")
+        unreadable = f" ({writer.failed_replies - failed_before} replies unreadable)"
+    report = generate_testset(documents, size, seed, drafted=drafted, generator="offline" if writer is None else "llm")
     print(f"  {' / '.join(report.lines())}", file=sys.stderr)
     return [item for item in report.kept if item.answerable], f"{report.drafted}{unreadable}, {len(report.kept)} kept"
 
 
-def measure(name: str, size: int, seed: int, chat: Sequence[str] | None) -> SetResult:
+def measure(name: str, size: int, seed: int, writer: LlmQuestionWriter | None) -> SetResult:
     settings = EvalSettings(ks=[10], trace_sample=0)
     generated: list[GoldenItem] = []
     human: list[GoldenItem] = []
@@ -109,7 +110,7 @@ def measure(name: str, size: int, seed: int, chat: Sequence[str] | None) -> SetR
     for label, overrides in CONFIGS.items():
         prepared = prepare_pipeline(compose([*set_overrides(name), *overrides]))
         if not human:
-            generated, drafts = generated_questions(prepared.dataset.documents, size, seed, chat)
+            generated, drafts = generated_questions(prepared.dataset.documents, size, seed, writer)
             human = [item for item in prepared.dataset.golden if item.answerable]
             human = random.Random(seed).sample(human, min(HUMAN_QUESTIONS, len(human)))
             if len(generated) < MIN_QUESTIONS:
@@ -154,10 +155,10 @@ def report(results: Sequence[SetResult], command: str, size: int, generator: str
     return "\n".join(lines) + "\n"
 
 
-def generator_label(chat: Sequence[str] | None) -> str:
-    if chat is None:
+def generator_label(model: DictConfig | None) -> str:
+    """The report's name for the generator; `model` is the LLM writer's models.chat."""
+    if model is None:
         return "offline (`ragtune testset`, templates, no LLM)"
-    model = compose(list(chat)).models.chat
     base_url = model.endpoint.base_url if model.get("endpoint") else None
     identity = generator_identity({"model": model.model, "base_url": base_url})
     return f"LLM (`ragtune testset --generator llm`, models.chat {identity})"
@@ -173,8 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chat", nargs="*", default=[], help="overrides naming the LLM generator's models.chat")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    chat = args.chat if args.generator == "llm" else None
-    results = [measure(name, args.size, args.seed, chat) for name in args.sets]
+    chat = compose(args.chat).models.chat if args.generator == "llm" else None
+    writer = None
+    if chat is not None:  # one writer for every set: its model loads once
+        writer = llm_writer(chat)
+        writer.warm_up()
+    results = [measure(name, args.size, args.seed, writer) for name in args.sets]
     shown = [a for i, a in enumerate(argv or []) if a != "--out" and (i == 0 or (argv or [])[i - 1] != "--out")]
     command = "python -m benchmarks.testset_tau" + (f" {' '.join(shown)}" if shown else "")  # where it wrote: not a setting
     text = report(results, command, args.size, generator_label(chat))
