@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -43,6 +44,8 @@ CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
 # Touched on every load: `ragtune cache` prunes by last use.
 LAST_USED = "last_used"
+# Written first into every snapshot's temp folder, so the snapshot bears it too: the folders ragtune may delete.
+MARKER = ".ragtune-index"
 MANIFEST_FIELDS = {"chunks": int, "embeddings": bool, "created": float}
 PROJECT_PACKAGES = {"components", "pipelines"}
 # The ingestion component that embeds chunks; its model is fingerprinted as `embedder_identity`.
@@ -345,22 +348,54 @@ def _is_file_at(fd: int, path: Path) -> bool:
 
 
 def remove_stale(cache_dir: Path) -> None:
-    """Removes what killed builds leave behind: temp folders no live process writes, lock files nobody holds."""
+    """Removes what killed builds leave behind: temp folders no live process writes, lock files nobody holds
+    (empty regular files, as build_lock leaves them; a symlink or a file with content is not ours)."""
     for folder in stale_temp_folders(cache_dir):
         shutil.rmtree(folder, ignore_errors=True)
     for lock in cache_dir.glob(".*.lock"):
+        if not _is_empty_file(lock):
+            continue
         with build_lock(cache_dir, lock.name[1 : -len(".lock")], blocking=False):
             pass  # held elsewhere: left alone; free: taken, and so unlinked on release
 
 
+def _is_empty_file(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:  # released meanwhile
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
 def stale_temp_folders(cache_dir: Path) -> list[Path]:
-    """Snapshot temp folders whose writer is gone: its pid (in the name) is dead, or the folder is hours old."""
+    """Snapshot temp folders whose writer is gone: its pid (in the name) is dead, or the folder is hours old.
+
+    Only folders that ragtune wrote: a folder that merely looks like one by name is left alone.
+    """
     stale = []
     for folder in cache_dir.glob(".*"):
         match = TEMP_FOLDER.fullmatch(folder.name)
-        if match and folder.is_dir() and _is_stale(folder, match["pid"]):
+        if match and written_by_ragtune(folder, match["fingerprint"]) and _is_stale(folder, match["pid"]):
             stale.append(folder)
     return stale
+
+
+def written_by_ragtune(folder: Path, fingerprint: str) -> bool:
+    """Whether `folder` (a real folder, never a symlink) is a snapshot or temp folder of `fingerprint` that ragtune
+    wrote: it bears MARKER, or (written before the marker existed) its manifest is ragtune's for `fingerprint`."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    marker = folder / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return True
+    manifest = folder / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        return False
+    try:
+        content = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(content, dict) and content.get("format") == INDEX_FORMAT and content.get("fingerprint") == fingerprint
 
 
 def _is_stale(folder: Path, pid: str | None) -> bool:
@@ -390,6 +425,7 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-{os.getpid()}-", dir=path.parent))
     try:
+        (tmp / MARKER).touch()  # first: a killed write leaves a folder that `remove_stale` knows is ragtune's
         with (tmp / CHUNKS).open("w", encoding="utf-8") as f:
             for doc in documents:
                 record = doc.to_dict(flatten=False)

@@ -23,6 +23,10 @@ it with `dpkg-deb -x`, splits every selected HTML page at each heading (h1-h6) a
   each evidence quote located in the corpus (the build fails naming every quote it cannot find).
 - `SOURCE.json` and `README.md`: package, version, .deb SHA-256, filters, counts, how queries were sampled.
 
+The set is written into a temporary folder beside the output folder and swapped in only once complete, so a failed
+rebuild keeps the previous set. An output folder that holds anything but a set ragtune wrote (its marker file) is
+refused unless `--force`.
+
 Filters: a section whose body has fewer than `min_body_words` words is dropped; a section with a generic heading
 ("Introduction", "Contents", ...) or a heading of fewer than `min_heading_words` words stays in the corpus as a
 distractor without a query. Duplicate bodies keep their first section only; a heading that occurs more than
@@ -37,7 +41,9 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -52,10 +58,15 @@ from typing import Any
 from lxml import etree
 from lxml import html as lxml_html
 
+from experiments.runs.output_dir import check_output_folder
+from pipelines.errors import UserError
+
 BUILDER_VERSION = 2
 DEFAULT_ROOT = Path(".cache/ragtune/doc_sets")
 QUESTIONS_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
 DEFAULT_DEB_DIR = Path(".cache/ragtune/downloads/debs")
+# Written first into every set's folder: a folder bearing it may be replaced by a rebuild.
+MARKER = ".ragtune-doc-set"
 
 HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCK_TAGS = frozenset(
@@ -327,7 +338,7 @@ SPECS: dict[str, DocSetSpec] = {
 }
 
 
-class DocSetError(RuntimeError):
+class DocSetError(UserError):
     """A set cannot be built: the message says which step failed and what to do."""
 
 
@@ -604,18 +615,26 @@ def download_package(package: str, deb_dir: Path) -> Package:
         )
         existing = sorted(path for name in names for path in deb_dir.glob(name))
         if result.returncode != 0 or not existing:
-            raise DocSetError(f"apt-get download {package} failed:\n{result.stderr.strip()}")
+            raise DocSetError(f"apt-get download {package} failed: {_last_line(result.stderr)}")
     return package_info(existing[-1])
 
 
 def package_info(deb: Path) -> Package:
+    """Name, version and SHA-256 of `deb`; DocSetError when it is no Debian package."""
     fields = {}
     for key in ("Package", "Version"):
-        fields[key] = subprocess.run(
-            ["dpkg-deb", "-f", str(deb), key], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        result = subprocess.run(["dpkg-deb", "-f", str(deb), key], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise DocSetError(f"--deb {deb}: not a Debian package ({_last_line(result.stderr)})")
+        fields[key] = result.stdout.strip()
     digest = hashlib.sha256(deb.read_bytes()).hexdigest()
     return Package(fields["Package"], fields["Version"], deb, digest)
+
+
+def _last_line(text: str) -> str:
+    """A tool's error output as one line: its last non-empty line, which says what failed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no error output"
 
 
 def select_pages(root: Path, include: Sequence[str], exclude: Sequence[str]) -> list[Path]:
@@ -638,8 +657,14 @@ def build(
     max_queries: int | None = None,
     min_heading_words: int = 3,
     min_body_words: int = 30,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Download (or take `deb`), unpack, parse and write the set into `out_dir`; returns SOURCE.json's content."""
+    """Download (or take `deb`), unpack, parse and write the set into `out_dir`; returns SOURCE.json's content.
+
+    `out_dir` is checked first (before the download) and replaced only by a complete set; a folder that is not a
+    set ragtune wrote is refused unless `force`.
+    """
+    check_output_folder(out_dir, force, MARKER)
     package = package_info(deb) if deb else download_package(spec.package, deb_dir)
     if package.name != spec.package:
         raise DocSetError(
@@ -673,16 +698,7 @@ def build(
     else:
         items = golden_items(spec.name, sample_queries(spec.name, selection.queries, max_queries))
 
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
     corpus = out_dir / "corpus"
-    for section, identifier in zip(selection.documents, ids, strict=True):
-        path = corpus / identifier
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(section.body + "\n", encoding="utf-8")
-    with (out_dir / "golden.jsonl").open("w", encoding="utf-8") as handle:
-        for item in items:
-            handle.write(json.dumps(item, ensure_ascii=False) + "\n")
     source = {
         "name": spec.name,
         "builder": f"experiments.datasets.doc_sets v{BUILDER_VERSION}",
@@ -711,11 +727,40 @@ def build(
             f"dataset.corpus_dir={corpus} dataset.golden={out_dir / 'golden.jsonl'}"
         ),
     }
-    (out_dir / "SOURCE.json").write_text(
-        json.dumps(source, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    (out_dir / "README.md").write_text(_readme(spec, source), encoding="utf-8")
+    staging = out_dir.with_name(f".{out_dir.name}.building-{secrets.token_hex(4)}")
+    staging.mkdir()  # not mkdtemp: the set gets the usual permissions, not 0700
+    try:
+        (staging / MARKER).touch()
+        for section, identifier in zip(selection.documents, ids, strict=True):
+            path = staging / "corpus" / identifier
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(section.body + "\n", encoding="utf-8")
+        with (staging / "golden.jsonl").open("w", encoding="utf-8") as handle:
+            for item in items:
+                handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+        (staging / "SOURCE.json").write_text(json.dumps(source, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (staging / "README.md").write_text(_readme(spec, source), encoding="utf-8")
+        _swap_in(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when swapped in
     return source
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    """Renames `staging` to `out_dir`; a previous `out_dir` is moved aside first and deleted once the new one is in
+    place (no rename replaces a non-empty folder in one step)."""
+    previous = staging.with_name(f"{staging.name}-previous")
+    had_previous = out_dir.exists()
+    if had_previous:
+        os.rename(out_dir, previous)
+    try:
+        os.rename(staging, out_dir)
+    except BaseException:
+        if had_previous:
+            os.rename(previous, out_dir)
+        raise
+    if had_previous:
+        shutil.rmtree(previous)
 
 
 def written_items(spec: DocSetSpec, corpus: dict[str, str]) -> list[dict[str, Any]]:
@@ -765,6 +810,21 @@ def _readme(spec: DocSetSpec, source: dict[str, Any]) -> str:
     )
 
 
+def _deb_file(text: str) -> Path:
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a file (a .deb package)")
+    return path
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ragtune doc-sets", description=__doc__.split("\n")[0]
@@ -777,12 +837,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, help=f"output folder (one set only; default {DEFAULT_ROOT}/NAME)"
     )
     build_cmd.add_argument(
-        "--deb", type=Path, help="use this .deb instead of apt-get download (one set only)"
+        "--deb", type=_deb_file, help="use this .deb instead of apt-get download (one set only)"
     )
     build_cmd.add_argument(
         "--deb-dir", type=Path, default=DEFAULT_DEB_DIR, help="where downloaded .debs are kept"
     )
-    build_cmd.add_argument("--max-queries", type=int, help="cap on queries (default: the set's own)")
+    build_cmd.add_argument("--max-queries", type=_positive, help="cap on queries (default: the set's own)")
+    build_cmd.add_argument(
+        "--force", action="store_true", help="replace an output folder that is not a set ragtune wrote"
+    )
     build_cmd.add_argument("--min-heading-words", type=int, default=3)
     build_cmd.add_argument("--min-body-words", type=int, default=30)
     args = parser.parse_args(argv)
@@ -793,21 +856,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if len(args.name) > 1 and (args.out or args.deb):
         parser.error("--out and --deb take one set name")
-    for name in args.name:
-        out_dir = args.out or DEFAULT_ROOT / name
-        try:
-            source = build(
-                SPECS[name],
-                out_dir,
-                deb=args.deb,
-                deb_dir=args.deb_dir,
-                max_queries=args.max_queries,
-                min_heading_words=args.min_heading_words,
-                min_body_words=args.min_body_words,
-            )
-        except DocSetError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    out_dirs = {name: args.out or DEFAULT_ROOT / name for name in args.name}
+    for out_dir in out_dirs.values():  # every set's folder before the first download
+        check_output_folder(out_dir, args.force, MARKER)
+    for name, out_dir in out_dirs.items():
+        source = build(
+            SPECS[name],
+            out_dir,
+            deb=args.deb,
+            deb_dir=args.deb_dir,
+            max_queries=args.max_queries,
+            min_heading_words=args.min_heading_words,
+            min_body_words=args.min_body_words,
+            force=args.force,
+        )
         queries = (f"{source['answerable']} answerable and {source['unanswerable']} unanswerable questions written "
                    "by hand" if "how_written" in source else f"{source['queries']} queries ({source['query_sampling']})")
         print(f"{name}: {source['package']} {source['version']}: {source['documents']} documents, {queries} -> {out_dir}")

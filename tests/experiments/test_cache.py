@@ -1,26 +1,18 @@
 import json
 import os
-import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.runs import cache
-from pipelines.ingest import LAST_USED, MANIFEST, build_lock, load_snapshot, save_snapshot
+from pipelines.ingest import LAST_USED, MANIFEST, MARKER, build_lock, load_snapshot, save_snapshot
+from tests.support.snapshots import CHUNKS, dead_pid
 
 MIB = 1024 * 1024
 DAY = 24 * 3600
-CHUNKS = [
-    Document(id=f"a#{i}-{i + 1}", content="a", meta={"doc_id": "a", "span": [i, i + 1]}, embedding=[0.1, 0.2])
-    for i in range(3)
-]
-
-
 def snapshot(cache_dir: Path, name: str, mib: int, used_days_ago: float) -> None:
     """A real snapshot plus a BM25 sub-index of `mib` MiB (the retriever caches one inside), last used back then."""
     save_snapshot(CHUNKS, cache_dir / name, {"fingerprint": name})
@@ -59,9 +51,11 @@ def run(cache_dir, *args):
 
 
 def test_list_shows_every_snapshot_most_recently_used_first(cache_dir, capsys):
-    (cache_dir / "broken").mkdir()  # a killed run of an older version: no manifest
+    (cache_dir / "broken").mkdir()  # a snapshot whose manifest was lost: damaged, still ragtune's by its marker
+    (cache_dir / "broken" / MARKER).touch()
     long_ago = time.time() - 50 * DAY
     os.utime(cache_dir / "broken", (long_ago, long_ago))
+    (cache_dir / "thesis").mkdir()  # not ragtune's: listed apart
     assert run(cache_dir, "list") == 0
     rows = [
         f"{name:<20}  {mib:>9.1f}  {'3':>7}  {created(cache_dir, name)}  {used(cache_dir, name)}"
@@ -72,13 +66,14 @@ def test_list_shows_every_snapshot_most_recently_used_first(cache_dir, capsys):
         *rows,
         f"{'broken':<20}  {0:>9.1f}  {'damaged':>7}  {stamp(long_ago)}  {stamp(long_ago)}",
         "4 snapshot(s), 6.0 MiB",
+        "not ours: thesis (a folder without ragtune's marker or manifest); prune leaves it alone",
     ]
 
 
 def test_loading_a_snapshot_records_its_use(cache_dir):
-    assert [s.path.name for s in cache.snapshots(cache_dir)] == ["new", "mid", "old"]
+    assert [s.path.name for s in cache.scan(cache_dir)[0]] == ["new", "mid", "old"]
     assert load_snapshot(cache_dir / "old", InMemoryDocumentStore()) == 3
-    assert [s.path.name for s in cache.snapshots(cache_dir)] == ["old", "new", "mid"]
+    assert [s.path.name for s in cache.scan(cache_dir)[0]] == ["old", "new", "mid"]
 
 
 def test_prune_dry_run_removes_nothing(cache_dir, capsys):
@@ -91,15 +86,10 @@ def test_prune_dry_run_removes_nothing(cache_dir, capsys):
     assert sorted(p.name for p in cache_dir.iterdir()) == ["mid", "new", "old"]
 
 
-def dead_pid() -> int:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
 def test_prune_older_than_removes_long_unused_snapshots_and_killed_builds_debris(cache_dir, capsys):
     debris = cache_dir / f".fp-{dead_pid()}-abcd1234"
     debris.mkdir()
+    (debris / MARKER).touch()  # save_snapshot's first write
     (debris / "chunks.jsonl").write_bytes(b"\0" * MIB)
     old_used = used(cache_dir, "old")
     assert run(cache_dir, "prune", "--older-than", "30d") == 0

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from experiments.runs.config import compose
 from pipelines.ingest import (
     MANIFEST,
+    MARKER,
     build_index,
     build_lock,
     index_fingerprint,
@@ -26,6 +27,7 @@ from pipelines.ingest import (
 )
 from tests.support.ingest_corpus import DOCS, chunk_records
 from tests.support.paths import ROOT
+from tests.support.snapshots import dead_pid
 
 
 def config(*overrides):
@@ -316,16 +318,11 @@ def test_a_build_killed_mid_snapshot_leaves_nothing_the_next_build_keeps(tmp_pat
     assert chunk_records(store) == clean_build(tmp_path, spec)
 
 
-def dead_pid():
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
 def test_stale_debris_is_removed_and_live_work_is_not(tmp_path):
     hours_ago = time.time() - 7 * 3600
     for name in (f".a-{dead_pid()}-abcd1234", f".b-{os.getpid()}-abcd1234", f".c-{os.getpid()}-abcd1234", ".d-abcd1234"):
         (tmp_path / name).mkdir()
+        (tmp_path / name / MARKER).touch()  # save_snapshot's first write
     os.utime(tmp_path / f".c-{os.getpid()}-abcd1234", (hours_ago, hours_ago))
     (tmp_path / ".free.lock").touch()
     with build_lock(tmp_path, "held") as held:
