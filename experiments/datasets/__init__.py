@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from haystack import Document
 from omegaconf import DictConfig
 
 from experiments.datasets.base import Dataset, DatasetError
@@ -25,6 +24,7 @@ from experiments.datasets.settings import (
     dataset_settings,
 )
 from experiments.datasets.table_rows import check_table_rows
+from pipelines.conversion import Conversion
 
 __all__ = ["KINDS", "Dataset", "DatasetError", "load_dataset"]
 
@@ -38,12 +38,14 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     return holdout(dataset, settings.holdout)
 
 
-def corpus_documents(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> list[Document]:
-    """The documents of a data set, without its golden set: a local corpus needs none (`ragtune testset`)."""
+def corpus_documents(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Conversion:
+    """The documents of a data set and the files skipped, without its golden set: a local corpus needs none
+    (`ragtune testset`)."""
     settings = dataset_settings(cfg)
     if isinstance(settings, LocalDataset):
-        return corpus_files(settings)[0]
-    return _load(settings, Path(cache_dir)).documents
+        return corpus_files(settings)
+    dataset = _load(settings, Path(cache_dir))
+    return Conversion(dataset.documents, dataset.skipped_files)
 
 
 def _load(settings: DatasetSettings, cache_dir: Path) -> Dataset:

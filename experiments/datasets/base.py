@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,9 +47,16 @@ class Dataset:
 
 
 def resolve_path(value: str, key: str, *, is_dir: bool) -> Path:
-    """`dataset.<key>` resolved against the cwd (Hydra's original cwd here), checked to exist."""
+    """`dataset.<key>` resolved against the cwd (Hydra's original cwd here), checked to exist.
+
+    A symlink loop is named as such: pathlib's checks read it as a missing path."""
     path = Path(value).expanduser()
     path = path if path.is_absolute() else Path.cwd() / path
+    try:
+        path.stat()
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DatasetError(f"dataset.{key}: {path} is a symlink loop (its links lead back to themselves)") from None
     if is_dir and not path.is_dir():
         raise DatasetError(f"dataset.{key}: directory not found: {path}")
     if not is_dir and not path.is_file():

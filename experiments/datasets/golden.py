@@ -348,7 +348,7 @@ def _locate(
     corpus = _Corpus(documents)
     problems: list[str] = []
     quotes = [[normalise_whitespace(q) for q in item.evidence] for item in items]
-    corpus.index_words([q for item, qs in zip(items, quotes, strict=True) if item.source is None for q in qs])
+    corpus.index_words([q for qs in quotes for q in qs])
     located: list[GoldenItem] = []
     for item, where, item_quotes in zip(items, wheres, quotes, strict=True):
         label = f"{where} (id={item.id})"
@@ -378,48 +378,62 @@ def _absent(doc_id: str, skipped: Mapping[str, str]) -> str:
     return "is not a doc id in the corpus"
 
 
-def _anchors(quote: str) -> list[str]:
-    """The two longest interior words of a normalised quote (the first and last may be cut mid-word)."""
-    return sorted(set(quote.split(" ")[1:-1]), key=lambda word: (-len(word), word))[:2]
+def _interior(quote: str) -> list[str]:
+    """The interior words of a normalised quote: complete words (the first and last may be cut mid-word)."""
+    return quote.split(" ")[1:-1]
 
 
 class _Corpus:
     """Normalised texts built once per corpus; offset maps back to the original text are built on demand.
 
-    A quote without a `source` is searched only in the documents holding its anchors: its two longest interior
-    words (complete words of the quote, hence of any match; long words tend to be rare). A quote of at most
-    two words falls back to one scan of all normalised texts joined by newlines, which no quote contains.
+    A quote of three or more words is looked up by its anchor, its rarest interior word (a complete word of the
+    quote, hence a word of the text at every match): one pass over the documents lists where each interior word
+    stands, and only the anchor's places are checked, so a long document is not scanned again for every quote. A
+    shorter quote (or one without spaces, as Chinese is) is searched in its source, or without one in a single
+    scan of all normalised texts joined by newlines, which no quote contains.
     """
 
     def __init__(self, documents: Sequence[Document]) -> None:
         self.originals = {doc.id: doc.content or "" for doc in documents}
         self.normalised = {doc_id: normalise_whitespace(text) for doc_id, text in self.originals.items()}
         self._doc_ids = list(self.normalised)
-        self._token_starts: dict[str, list[int]] = {}
-        self._postings: dict[str, set[int]] = {}
+        self._token_starts: dict[str, tuple[list[int], list[int]]] = {}
+        self._postings: dict[str, list[int]] = {}
+        self._first_words: list[int] = []
         self._joined: tuple[str, list[int]] | None = None
 
     def index_words(self, quotes: Iterable[str]) -> None:
-        """Posting sets (document positions) for the anchors of `quotes`."""
-        wanted = {word for quote in quotes for word in _anchors(quote)}
-        self._postings = {word: set() for word in wanted}
-        if not wanted:
-            return
-        for index, doc_id in enumerate(self._doc_ids):
-            for word in wanted.intersection(self.normalised[doc_id].split(" ")):
-                self._postings[word].add(index)
+        """Where the interior words of `quotes` stand: the number of every occurrence among the corpus's words."""
+        wanted = {word for quote in quotes for word in _interior(quote)}
+        self._postings = {word: [] for word in wanted}
+        self._first_words = []
+        first = 0
+        for doc_id in self._doc_ids:
+            self._first_words.append(first)
+            words = self.normalised[doc_id].split(" ")
+            if not wanted.isdisjoint(words):
+                for number, word in enumerate(words, start=first):
+                    if word in wanted:
+                        self._postings[word].append(number)
+            first += len(words)
 
     def find(self, quote: str, source: str | None) -> tuple[EvidenceSpan, ...]:
         """Every (overlapping) occurrence of the normalised `quote`, in `source` only when given."""
-        if source is not None:
-            return self._find_in(quote, source)
-        anchors = _anchors(quote)
-        if not anchors:
-            return self._scan_all(quote)
-        candidates = sorted(
-            self._postings[anchors[0]].intersection(*(self._postings[a] for a in anchors[1:]))
-        )
-        return tuple(span for index in candidates for span in self._find_in(quote, self._doc_ids[index]))
+        interior = _interior(quote)
+        if not interior:
+            return self._find_in(quote, source) if source is not None else self._scan_all(quote)
+        anchor = min(interior, key=lambda word: len(self._postings[word]))
+        before = quote.index(f" {anchor} ") + 1  # each match has the anchor's first interior place on a word
+        spans = []
+        for number in self._postings[anchor]:
+            index = bisect_right(self._first_words, number) - 1
+            doc_id = self._doc_ids[index]
+            if source is not None and doc_id != source:
+                continue
+            start = self._starts(doc_id)[1][number - self._first_words[index]] - before
+            if start >= 0 and self.normalised[doc_id].startswith(quote, start):
+                spans.append(self._span(doc_id, start, len(quote)))
+        return tuple(spans)
 
     def _find_in(self, quote: str, doc_id: str) -> tuple[EvidenceSpan, ...]:
         text = self.normalised[doc_id]
@@ -449,10 +463,16 @@ class _Corpus:
             doc_id, self._original(doc_id, position), self._original(doc_id, position + length - 1) + 1
         )
 
-    def _original(self, doc_id: str, position: int) -> int:
-        """Original offset of the non-space character at normalised `position`: word n starts after n spaces."""
+    def _starts(self, doc_id: str) -> tuple[list[int], list[int]]:
+        """Where each word starts in the original text and in the normalised one, computed once per document."""
         if doc_id not in self._token_starts:
-            self._token_starts[doc_id] = [match.start() for match in _TOKEN.finditer(self.originals[doc_id])]
-        text = self.normalised[doc_id]
-        word = text.count(" ", 0, position)
-        return self._token_starts[doc_id][word] + position - (text.rfind(" ", 0, position) + 1)
+            original = [match.start() for match in _TOKEN.finditer(self.originals[doc_id])]
+            words = self.normalised[doc_id].split(" ")
+            self._token_starts[doc_id] = original, list(accumulate((len(w) + 1 for w in words[:-1]), initial=0))
+        return self._token_starts[doc_id]
+
+    def _original(self, doc_id: str, position: int) -> int:
+        """Original offset of the non-space character at normalised `position`: the same place in the same word."""
+        original, normalised = self._starts(doc_id)
+        word = bisect_right(normalised, position) - 1
+        return original[word] + position - normalised[word]

@@ -76,7 +76,11 @@ class Draft:
 
 def drafts(documents: Sequence[Document]) -> Iterator[Draft]:
     """Every template question the corpus's sentences give, document by document."""
-    corpus_text = "\n".join(doc.content or "" for doc in documents)
+    corpus_text = "\n".join(doc.content or "" for doc in documents).lower()
+    absent = {
+        language: [qualifier for qualifier, word in qualifiers if word.lower() not in corpus_text]
+        for language, qualifiers in _ABSENT_QUALIFIERS.items()
+    }
     for doc in documents:
         doc_id = str(doc.meta.get("doc_id", doc.id))
         for sentence in _sentences(doc.content or ""):
@@ -84,7 +88,7 @@ def drafts(documents: Sequence[Document]) -> Iterator[Draft]:
             for draft in _questions(sentence, language, doc_id):
                 yield draft
                 if draft.category == NUMERIC:
-                    yield from _unanswerable(draft, corpus_text)
+                    yield from _unanswerable(draft, absent[draft.language])
 
 
 def _sentences(text: str) -> Iterator[str]:
@@ -176,12 +180,13 @@ def _zh_procedure(sentence: str) -> tuple[str, str, str] | None:
     return f"如何{match.group('action')}？", sentence.rstrip("。 "), PROCEDURE
 
 
-def _unanswerable(draft: Draft, corpus_text: str) -> Iterator[Draft]:
-    """The numeric question under a qualifier the corpus never mentions: the topic is there, the fact is not."""
+def _unanswerable(draft: Draft, absent: Sequence[str]) -> Iterator[Draft]:
+    """The numeric question under a qualifier the corpus never mentions (`absent`, found once per corpus, not once
+    per question): the topic is there, the fact is not."""
     qualifiers = _ABSENT_QUALIFIERS[draft.language]
     offset = sum(map(ord, draft.question)) % len(qualifiers)  # spread over the qualifiers, the same on every run
-    for qualifier, absent in qualifiers[offset:] + qualifiers[:offset]:
-        if absent.lower() not in corpus_text.lower():
+    for qualifier, _ in qualifiers[offset:] + qualifiers[:offset]:
+        if qualifier in absent:
             question = draft.question[0].lower() + draft.question[1:] if draft.language == "en" else draft.question
             yield Draft(qualifier + question, None, draft.evidence, draft.doc_id, UNANSWERABLE, draft.language)
             return

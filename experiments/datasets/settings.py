@@ -89,8 +89,9 @@ class LocalDataset(DatasetSettings):
     golden: str | None = None
     # Which files of corpus_dir to read; hidden files and folders are always left out.
     glob: str = "**/*"
-    # Text encoding of .txt/.md files: auto (UTF-8, else the detected charset) or a Python codec such as gbk, big5.
-    # Files that still cannot be read are listed as skipped, with the reason.
+    # Text encoding of .txt/.md files: auto (UTF-8, else the detected charset when the detection is sure) or a Python
+    # codec such as gbk, big5, latin-1. Files that still cannot be read, or whose charset is uncertain or mixed, are
+    # listed as skipped, with the reason.
     encoding: str = AUTO_ENCODING
     # JSONL of {"doc_id": ..., "tenant": ..., "acl": [...]} merged into each document's metadata.
     meta_file: str | None = None

@@ -1,6 +1,7 @@
 """`ragtune testset`: a golden set bootstrapped from a corpus, for a corpus that has none.
 
-    ragtune testset dataset=local dataset.corpus_dir=DIR --out golden.jsonl [--size 60] [--generator offline|llm]
+    ragtune testset dataset=local dataset.corpus_dir=DIR --out golden.jsonl [--force] [--size 60]
+        [--generator offline|llm]
 
 A generator drafts questions: `offline` (experiments/datasets/offline_questions.py: templates, no LLM) or `llm`
 (experiments/datasets/llm_questions.py: the chat model of `models.chat`, held to a JSON schema). Every draft then
@@ -8,7 +9,8 @@ passes the same filters: it shares a content word with its passage (its topic is
 the corpus, it is no near-duplicate of a kept question, it copies at most `--max-copied` characters of its evidence
 verbatim, and its answer shares a content word with the evidence.
 The kept questions are spread over categories and documents (unanswerable ones capped at `--unanswerable`), written
-in the golden JSONL format, and what each filter dropped is printed.
+in the golden JSONL format, and what each filter dropped is printed. `--out` is checked before any work (an existing
+file is kept unless `--force`) and written whole or not at all.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -27,6 +30,7 @@ from typing import Any
 from haystack import Document
 from omegaconf import OmegaConf
 from rapidfuzz import fuzz
+from tqdm import tqdm
 
 from components.common.sentences import content_terms
 from components.common.text import detect_language
@@ -34,11 +38,13 @@ from experiments.datasets.base import seeded_rank
 from experiments.datasets.golden import GoldenItem, locate_each
 from experiments.datasets.llm_questions import SCHEMA, UNANSWERABLE_SCHEMA, LlmQuestionWriter
 from experiments.datasets.offline_questions import UNANSWERABLE, Draft, drafts
+from experiments.runs.output_dir import check_output_file
 
 GENERATORS = ("offline", "llm")
 MAX_COPIED = 48
 NEAR_DUPLICATE = 90.0  # rapidfuzz ratio, 0-100
 UNANSWERABLE_SHARE = 0.15
+PROGRESS_ABOVE = 1_000_000  # characters of corpus: smaller ones are done before a bar would help
 NOTHING_KEPT = {
     "offline": "the corpus has too few sentences with a number, a defined term or an instruction to ask about",
     "llm": "the chat model's quotes were not found in the corpus or its questions left their passages' topics; "
@@ -75,9 +81,12 @@ def generate_testset(
     """Drafts from the corpus (the offline templates', unless `drafted` gives others, e.g. an LLM's), filtered,
     then `size` of them spread over categories and documents."""
     report = Report()
-    candidates = list(drafts(documents) if drafted is None else drafted)
+    quiet = sum(len(doc.content or "") for doc in documents) <= PROGRESS_ABOVE
+    candidates = list(tqdm(drafts(documents) if drafted is None else drafted, desc="drafting questions",
+                           unit=" drafts", disable=quiet))
     report.drafted = len(candidates)
-    passed = [d for d in candidates if _keep(d, max_copied, report)]
+    passed = [d for d in tqdm(candidates, desc="filtering drafts", unit=" drafts", disable=quiet)
+              if _keep(d, max_copied, report)]
     located = locate_each([_golden_item(d, f"draft-{i}", generator) for i, d in enumerate(passed)], documents)
     found = []
     for draft, item in zip(passed, located, strict=True):
@@ -167,13 +176,32 @@ def golden_lines(items: Iterable[GoldenItem]) -> list[str]:
 
 
 def llm_writer(chat: Any) -> LlmQuestionWriter:
-    """The question writer on `models.chat`: its model and endpoint, held to the writer's two JSON schemas."""
+    """The question writer on `models.chat`: its model and endpoint, held to the writer's two JSON schemas. An
+    endpoint that is unreachable or lacks its key fails here, before the corpus is read."""
     from pipelines.chat_models import json_chat_generator
+    from pipelines.models import check_endpoint
 
     endpoint = OmegaConf.to_container(chat.endpoint, resolve=True) if chat.get("endpoint") else None
+    if endpoint is not None:
+        check_endpoint(endpoint, key="models.chat.endpoint")
     answerable = json_chat_generator(str(chat.model), SCHEMA, max_tokens=200, endpoint=endpoint)
     unanswerable = json_chat_generator(str(chat.model), UNANSWERABLE_SCHEMA, max_tokens=80, endpoint=endpoint)
     return LlmQuestionWriter(answerable, unanswerable)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`text` into a temporary file beside `path`, then renamed over it: an interrupted run leaves the old file or
+    none, never half a file; the temporary file is removed on failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    handle = staging.open("x", encoding="utf-8")  # never an existing file or link; ours to remove from here on
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(staging, path)
+    except BaseException:
+        staging.unlink(missing_ok=True)
+        raise
 
 
 def main(argv: Sequence[str]) -> int:
@@ -181,6 +209,7 @@ def main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="dataset overrides as for run.py, e.g. dataset=local ...")
     parser.add_argument("--out", type=Path, required=True, help="the golden JSONL to write")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     parser.add_argument("--size", type=int, default=60, help="questions to keep (default 60)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--generator", choices=GENERATORS, default="offline",
@@ -189,16 +218,26 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--max-copied", type=int, default=MAX_COPIED,
                         help=f"longest verbatim run of the evidence a question may copy (default {MAX_COPIED})")
     parser.add_argument("--unanswerable", type=float, default=UNANSWERABLE_SHARE,
-                        help=f"share of unanswerable questions at most (default {UNANSWERABLE_SHARE})")
+                        help=f"share of unanswerable questions at most, in [0, 1) (default {UNANSWERABLE_SHARE})")
     args = parser.parse_args(argv)
+    for flag, value in (("--size", args.size), ("--passages", args.passages)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
+    if args.max_copied < 0:
+        parser.error(f"--max-copied must be at least 0, got {args.max_copied}")
+    if not 0 <= args.unanswerable < 1:  # a share of the kept set; 1 would leave no answerable question to score
+        parser.error(f"--unanswerable must be in [0, 1), got {args.unanswerable}")
+    check_output_file(args.out, args.force)
     from experiments.datasets import corpus_documents
     from experiments.runs.config import compose
 
     cfg = compose(args.overrides)
-    documents = corpus_documents(cfg.dataset, Path(cfg.paths.cache))
+    writer = llm_writer(cfg.models.chat) if args.generator == "llm" else None
+    documents, skipped = corpus_documents(cfg.dataset, Path(cfg.paths.cache))
+    for doc_id, reason in skipped.items():
+        print(f"skipped {doc_id}: {reason}", file=sys.stderr)
     drafted = None
-    if args.generator == "llm":
-        writer = llm_writer(cfg.models.chat)
+    if writer is not None:
         writer.warm_up()
         drafted = list(writer.drafts(documents, args.passages or 2 * args.size, args.seed))
         print(f"{writer.failed_replies} LLM replies could not be read", file=sys.stderr)
@@ -210,7 +249,6 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: no question passed the filters, {args.out} not written: {NOTHING_KEPT[args.generator]}",
               file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(golden_lines(report.kept)), encoding="utf-8")
+    write_atomically(args.out, "".join(golden_lines(report.kept)))
     print(f"wrote {args.out} ({len(report.kept)} questions, generator {args.generator})", file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ the project files the config reads, and `relocated` points the config at those c
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -54,8 +55,9 @@ def _unresolved(portable: str) -> Any:
 
 def _relative(value: str) -> str:
     path = Path(value)
-    if path.is_absolute() and path.resolve().is_relative_to(PROJECT_DIR):
-        return f"${{project_path:{path.resolve().relative_to(PROJECT_DIR).as_posix()}}}"
+    # os.path.realpath is Path.resolve without its RuntimeError on a symlink loop, left to the check of its key.
+    if path.is_absolute() and (real := Path(os.path.realpath(path))).is_relative_to(PROJECT_DIR):
+        return f"${{project_path:{real.relative_to(PROJECT_DIR).as_posix()}}}"
     return value
 
 

@@ -248,4 +248,4 @@ def experiment_name(cfg: DictConfig) -> str:
     folder = dataset.get("corpus_dir") or dataset.get("path")
     if dataset.get("name") not in (None, dataset.get("kind")) or not folder:
         return str(dataset.get("name") or dataset.get("kind"))
-    return Path(str(folder)).resolve().name
+    return Path(os.path.realpath(str(folder))).name  # as Path.resolve, but a symlink loop is left to the loader

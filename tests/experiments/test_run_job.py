@@ -5,19 +5,13 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from omegaconf import DictConfig
 
 from experiments.datasets.golden import GoldenError
-from experiments.runs.config import ConfigError, compose
+from experiments.runs.config import ConfigError
 from experiments.runs.runner import run_job
 from experiments.runs.tracking import TrackingError
 from pipelines.models import ModelUnavailableError
-from tests.support.run_py import write_local_dataset
-
-
-def job_config(tmp_path: Path, *overrides: str) -> DictConfig:
-    return compose([f"paths.cache={tmp_path / 'cache'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-                    f"mlflow.artifact_root={tmp_path / 'artifacts'}", *overrides])
+from tests.support.run_py import job_config, write_local_dataset
 
 
 def failed_run(tmp_path: Path, experiment: str) -> mlflow.entities.Run:

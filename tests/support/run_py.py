@@ -7,8 +7,21 @@ from pathlib import Path
 
 import mlflow
 from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
 
+from experiments.runs.config import compose
 from tests.support.paths import ROOT
+
+
+def isolated(tmp_path: Path) -> list[str]:
+    """Overrides that keep a job's index cache, MLflow store and artifacts in the test's folder."""
+    return [f"paths.cache={tmp_path / 'cache'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+            f"mlflow.artifact_root={tmp_path / 'artifacts'}"]
+
+
+def job_config(tmp_path: Path, *overrides: str) -> DictConfig:
+    """The config run.py would compose, for `run_job` in process."""
+    return compose([*isolated(tmp_path), *overrides])
 
 
 def run(tmp_path: Path, *overrides: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -17,9 +30,7 @@ def run(tmp_path: Path, *overrides: str, check: bool = True) -> subprocess.Compl
         sys.executable,
         str(ROOT / "run.py"),
         *flags,
-        f"paths.cache={tmp_path / 'cache'}",
-        f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-        f"mlflow.artifact_root={tmp_path / 'artifacts'}",
+        *isolated(tmp_path),
         *(o for o in overrides if not o.startswith("-")),
     ]
     result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
