@@ -3,20 +3,24 @@
     ragtune promote RUN_ID --name NAME [--alias production] [--force] [--max-regression 0.05]
     ragtune promote --name NAME --alias production --version N      # move the alias back (rollback)
 
-The candidate is gated (experiments.comparison.gate) against the run behind the alias; a regression refuses the promotion
-unless --force, which is recorded on the version (tag ragtune.gate_override). A candidate (or a rollback target)
-that would let anyone see a document the version behind the alias hid from them is refused too: access fields
-dropped, a different meta file, a document public or wider where it was scoped (pipelines/access.py). Only
---allow-wider-access overrides that, recorded on the version (tag ragtune.access_widened). The model is a pyfunc
-(serving/pyfunc_model.py, models-from-code) whose one artifact is the run's bundle (serving/bundle.py):
-portable config, index snapshot, project files and model identities. The version's tags link back to the run,
-its sweep parent, the git commit and the dataset and index fingerprints; its description holds the gate verdict.
-A run chosen on the dev part of its golden set (dataset.holdout.use=dev: an Optuna study's trial) is refused
-unless its sweep also ran its configuration on the test part (--no-test-split promotes it anyway). Serve it with
-`ragtune serve model=models:/NAME@production` or `mlflow models serve -m models:/NAME@production --env-manager local`.
+The candidate is gated (experiments.comparison.gate) against the run behind the alias; a regression, or a
+candidate that answered another data set (corpus or golden set) than that run, refuses the promotion unless
+--force, which is recorded on the version (tag ragtune.gate_override; ragtune.dataset_changed names both
+sets). A candidate (or a rollback target) that would let anyone see a document the version behind the alias
+hid from them is refused too: access fields dropped, a different meta file, a document public or wider where
+it was scoped (pipelines/access.py). Only --allow-wider-access overrides that, recorded on the version (tag
+ragtune.access_widened). The model is a pyfunc (serving/pyfunc_model.py, models-from-code) whose one artifact
+is the run's bundle (serving/bundle.py): portable config, index snapshot, project files and model identities.
+The version's tags link back to the run, its sweep parent, the git commit and the dataset and index
+fingerprints; its description holds the gate verdict and each check passed over. A run chosen on the dev part
+of its golden set (dataset.holdout.use=dev: an Optuna study's trial) is refused unless its sweep also ran its
+configuration on the test part (--no-test-split promotes it anyway, recorded on the version: tag
+ragtune.test_split_waived). Serve it with `ragtune serve model=models:/NAME@production` or
+`mlflow models serve -m models:/NAME@production --env-manager local`.
 
-Exit 0: promoted (or the alias moved); 1: the gate, the access check or the test-part check refused; 2: the run or
-version cannot be promoted (one line).
+Exit 0: promoted (or the alias moved); 1: the gate, the access check or the test-part check refused; 2: the
+run or version cannot be promoted, or the gate cannot judge (runs of different data sets, no shared headline
+metric), said in one line.
 """
 
 from __future__ import annotations
@@ -36,8 +40,16 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from experiments.comparison.gate import EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE, GateResult, gate_runs
-from experiments.runs.sweep import child_runs, run_overrides
+from experiments.comparison.gate import (
+    EXIT_OK,
+    EXIT_REGRESSED,
+    EXIT_UNJUDGEABLE,
+    HOLDOUT_PARAM,
+    GateResult,
+    gate_runs,
+    regression_limit,
+)
+from experiments.runs.sweep import STUDY_PART_TAG, child_runs, run_overrides
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.access import ACCESS_FILE, IndexAccess
 from pipelines.errors import UserError
@@ -45,6 +57,8 @@ from serving.bundle import PromotionError, snapshot_access, write_bundle
 
 MODEL_FILE = Path(__file__).with_name("pyfunc_model.py")
 WIDENED = "ragtune.access_widened"
+DATASET_CHANGED = "ragtune.dataset_changed"
+TEST_SPLIT_WAIVED = "ragtune.test_split_waived"
 MODEL_NAME = "ragtune"  # the logged model's name inside its run
 SOURCE_RUN = "ragtune.source_run"
 # Run tags copied onto the version: its lineage.
@@ -111,12 +125,15 @@ def refuse_wider(name: str, alias: str, reasons: list[str]) -> int:
     return EXIT_REGRESSED
 
 
-HOLDOUT_PARAM = "dataset.holdout.use"
 
 
 def untested_on_test(client: MlflowClient, run: Run) -> str | None:
     """Why a run chosen on the dev part of its golden set (a search's trial) may not be promoted: its sweep holds no
-    finished test-part run of the same configuration. None when it may."""
+    finished test-part run of the same configuration, or it is a trial of a study that held out no test part.
+    None when it may; the advice is the caller's."""
+    if run.data.tags.get(STUDY_PART_TAG) == "all":
+        return (f"run {run.info.run_id} was chosen by a search over every question of its golden set "
+                "(hydra.sweeper.holdout=false): no test part checked it")
     if run.data.params.get(HOLDOUT_PARAM) != "dev":
         return None
     mine = sorted(o for o in run_overrides(run) if not o.startswith(f"{HOLDOUT_PARAM}="))
@@ -126,9 +143,7 @@ def untested_on_test(client: MlflowClient, run: Run) -> str | None:
                 and sorted(o for o in run_overrides(sibling) if not o.startswith(f"{HOLDOUT_PARAM}=")) == mine):
             return None
     return (f"run {run.info.run_id} was chosen on the dev part of its golden set ({HOLDOUT_PARAM}=dev), and no "
-            "finished run of the same configuration on the test part is in its sweep: run one with "
-            f"{HOLDOUT_PARAM}=test (an Optuna study with hydra.sweeper.holdout=true runs its Pareto front there), "
-            "or pass --no-test-split")
+            "finished run of the same configuration on the test part is in its sweep")
 
 
 def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regression: float, force: bool,
@@ -136,22 +151,28 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
     run = client.get_run(run_id)
     if run.info.status != "FINISHED":
         raise PromotionError(f"run {run_id} is {run.info.status}: only a finished run can be promoted")
-    reason = untested_on_test(client, run) if test_split else None
-    if reason is not None:
-        print(f"promote: refused: {reason}", file=sys.stderr)
+    untested = untested_on_test(client, run)
+    if untested is not None and test_split:
+        print(f"promote: refused: {untested}: run one with {HOLDOUT_PARAM}=test (an Optuna study with "
+              "hydra.sweeper.holdout=true runs its Pareto front there), or pass --no-test-split",
+              file=sys.stderr)
         return EXIT_REGRESSED
     verdict = gate_against_alias(client, run, name, alias, max_regression)
     description = f"gate against {name}@{alias}: " + (
         "nothing to gate against (first version)" if verdict is None else verdict.summary()
     )
     refused = verdict is not None and verdict.exit_code != EXIT_OK
-    if verdict is not None:
+    if verdict is not None and verdict.lines():
         print("\n".join(verdict.lines()))
         description += "\n" + "\n".join(verdict.lines())
     if refused and not force:
         print(f"promote: refused: {verdict.summary()} (--force promotes anyway, recorded on the version)",
               file=sys.stderr)
         return verdict.exit_code
+    # The checks passed over, by flag: recorded on the version (its tags and description) and printed.
+    overrides = {"--force": verdict.summary()} if refused else {}
+    overrides |= {"--no-test-split": untested} if untested is not None else {}
+    description += "".join(f"\n{flag}: {why}" for flag, why in overrides.items())
     with tempfile.TemporaryDirectory(prefix="ragtune-bundle-") as tmp:
         bundle = Path(tmp) / "bundle"
         identities = write_bundle(client, run, bundle)
@@ -173,6 +194,10 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
     tags |= access.tags()
     if refused:
         tags["ragtune.gate_override"] = "true"
+        if verdict.other_data is not None:
+            tags[DATASET_CHANGED] = verdict.other_data
+    if untested is not None:
+        tags[TEST_SPLIT_WAIVED] = untested
     if wider:
         tags[WIDENED] = "; ".join(wider)[:5000]
     for key, value in tags.items():
@@ -181,6 +206,8 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
     client.set_registered_model_alias(name, alias, version)
     print(f"promote: {name} version {version} (run {run_id}) is now {name}@{alias}; {description.splitlines()[0]}")
     print(f"promote: its index is {access.summary()}" + (" (access widened, allowed)" if wider else ""))
+    for flag, why in overrides.items():
+        print(f"promote: {flag} recorded on the version: {why}")
     return EXIT_OK
 
 
@@ -204,10 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", required=True, help="registered model name")
     parser.add_argument("--alias", default="production")
     parser.add_argument("--version", help="move the alias to this existing version instead (rollback)")
-    parser.add_argument("--force", action="store_true", help="promote even when the gate finds a regression")
+    parser.add_argument("--force", action="store_true",
+                        help="promote even past a regression, or runs that answered other data sets")
     parser.add_argument("--allow-wider-access", action="store_true",
                         help="promote even when someone would see documents the current version hid from them")
-    parser.add_argument("--max-regression", type=float, default=0.05, help="the gate's largest tolerated regression")
+    parser.add_argument("--max-regression", type=regression_limit, default=0.05,
+                        help="the gate's largest tolerated regression (a finite number >= 0)")
     parser.add_argument("--no-test-split", action="store_true",
                         help="promote a run chosen on a dev part although no test-part run checked it")
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)

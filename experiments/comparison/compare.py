@@ -6,8 +6,10 @@
 
 The first run is the baseline; in a sweep, the child with the `--baseline` override (`+compare.baseline=...` on the
 sweep's command line), else the first finished job in override order. Runs are labelled by the overrides that
-differ between them. Every comparison is printed, written as CSV and a forest plot under --out-dir,
-and logged to MLflow (to the candidate run, or to the sweep's parent run).
+differ between them. Every comparison is printed, written as CSV and a forest plot beside the chart
+(--out; by default outputs/compare/<short run ids>-<time>/comparison.png, under the git-ignored outputs/
+of the folder it runs from), each path it wrote is printed, and the paired results are logged to MLflow
+(to the candidate run, or with the chart and table to the sweep's parent run).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +46,7 @@ QUALITY = [
 ]
 COST = ["latency/p95_ms", "time/index_seconds"]
 LABEL_WIDTH = 40  # legend labels wrap here
+OUT_ROOT = Path("outputs/compare")  # beside run.py's outputs/ (git-ignored), under the folder it runs from
 MAX_BAR_RUNS = 8  # more runs (an Optuna study's trials) read better as a coloured table than as bars
 
 
@@ -169,6 +173,7 @@ def report_sweep(
     frame.to_csv(png.with_suffix(".csv"))
     client.log_artifact(parent_run_id, str(png))
     client.log_artifact(parent_run_id, str(png.with_suffix(".csv")))
+    print(f"wrote {png} and {png.with_suffix('.csv')}, logged to run {parent_run_id}")
     print(f"warning: {choice.note}" if choice.fallback else choice.note, file=sys.stderr if choice.fallback else sys.stdout)
     client.set_tag(parent_run_id, BASELINE_TAG, labels[choice.run.info.run_id])
     candidates = [run for run in finished if run.info.run_id != choice.run.info.run_id]
@@ -186,7 +191,8 @@ def paired_tests(
     log_to: str | None = None,
 ) -> None:
     """Paired tests of each candidate against the baseline; a run without per-question records, or one that answered
-    other questions (an Optuna study's test-part runs), is skipped, named."""
+    other questions (an Optuna study's test-part runs, a set generated apart that reuses its ids), is skipped,
+    named."""
     golden = baseline.data.tags.get(GOLDEN_TAG)
     for candidate in candidates:
         if golden is not None and candidate.data.tags.get(GOLDEN_TAG, golden) != golden:
@@ -196,7 +202,7 @@ def paired_tests(
         title = f"{labels[candidate.info.run_id]} vs baseline {labels[baseline.info.run_id]}"
         try:
             compare_runs(client, baseline.info.run_id, candidate.info.run_id, out_dir, metrics, log_to, title)
-        except LookupError as e:
+        except (LookupError, ValueError) as e:
             print(f"compare: paired tests skipped for {labels[candidate.info.run_id]}: {e}", file=sys.stderr)
 
 
@@ -207,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metrics", nargs="+", default=[*QUALITY, *COST], help="run-level metrics of the table")
     parser.add_argument("--paired-metrics", nargs="+", default=list(DEFAULT_METRICS), help="per-question metrics to test")
     parser.add_argument("--all", action="store_true", help="test every per-question metric the runs share")
-    parser.add_argument("--out", type=Path, default=Path("comparison.png"), help="bar chart; paired results go beside it")
+    parser.add_argument("--out", type=Path, help="bar chart; paired results go beside it (default: "
+                        f"{OUT_ROOT}/<short run ids>-<time>/comparison.png)")
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown (for PRs and docs)")
     parser.add_argument("--baseline", help="sweep only: the override of the baseline job, e.g. pipeline=bm25")
@@ -219,22 +226,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parent = args.parent or (args.run_ids[0] if len(args.run_ids) == 1 else None)
     if args.baseline and not parent:
         parser.error("--baseline picks a job of a sweep; with run ids, the first one is the baseline")
+    out = args.out or default_chart([parent] if parent else args.run_ids)
     try:
         connect(args.tracking_uri, key="--tracking-uri")
         client = MlflowClient()
         if parent:
             if not child_runs(client, parent):
                 parser.error(f"run {parent} has no child runs: give a sweep parent id, or two or more run ids")
-            frame = report_sweep(parent, args.out, args.metrics, args.baseline)
-            print(f"wrote {args.out} and logged it to run {parent}")
+            frame = report_sweep(parent, out, args.metrics, args.baseline)
         else:
-            frame = compare_given_runs(client, args.run_ids, args.metrics, args.out, None if args.all else args.paired_metrics)
+            paired_metrics = None if args.all else args.paired_metrics
+            frame = compare_given_runs(client, args.run_ids, args.metrics, out, paired_metrics)
     except (LookupError, ValueError, UserError, mlflow.exceptions.MlflowException) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     if args.markdown:
         print(frame.to_markdown(floatfmt=".3f"))
     return 0
+
+
+def default_chart(run_ids: Sequence[str]) -> Path:
+    """The chart's path unless --out names one: a folder of its own per comparison, named by the runs (at most
+    three short ids) and the time, so its files neither land unnamed in the current folder nor overwrite an
+    earlier comparison's."""
+    more = f"+{len(run_ids) - 3}" if len(run_ids) > 3 else ""
+    runs = "-".join(run_id[:8] for run_id in run_ids[:3]) + more
+    return OUT_ROOT / f"{runs}-{datetime.now():%Y-%m-%d_%H-%M-%S}" / "comparison.png"
 
 
 def compare_given_runs(

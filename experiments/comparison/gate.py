@@ -5,7 +5,10 @@
 Each layer (retrieval, context, answer) is gated on the headline metrics both runs logged; a layer only one run
 has (a retrieval-only run against a generating one) is skipped and named.
 Exit 0: no headline metric regressed by more than the threshold. Exit 1: at least one did (each is named).
-Exit 2: the gate could not judge (an unknown run, or no headline metric both runs logged).
+Exit 2: the gate could not judge (an unknown run, runs that answered different data sets, or no headline
+metric both runs logged). Only runs of the same data set (corpus, golden set and its part: the
+`ragtune.dataset_fingerprint` tag run.py sets) are gated: means over other questions say nothing about a
+regression, so there is no override (`ragtune compare` shows such runs side by side).
 A regression is an absolute drop for higher-is-better metrics and a rise for lower-is-better ones. Where both
 runs logged per-question scores, the paired 95 % CI and p-value are printed beside each verdict.
 """
@@ -13,6 +16,7 @@ runs logged per-question scores, the paired 95 % CI and p-value are printed besi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +38,22 @@ HEADLINE = {
     "answer": ["answer/f1", "answer/refusal_accuracy", "answer/false_refusal_rate"],
 }
 EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE = 0, 1, 2
+# What run.py tags each run with (runner._tag_identity): the data set's name, and the fingerprint of its
+# corpus, golden set and settings.
+DATASET_TAG, DATASET_FINGERPRINT_TAG = "ragtune.dataset", "ragtune.dataset_fingerprint"
+HOLDOUT_PARAM = "dataset.holdout.use"  # all, dev or test: parts of one golden set have fingerprints of their own
+
+
+def regression_limit(text: str) -> float:
+    """argparse type of `--max-regression` (gate and promote): a finite number >= 0, since NaN would pass
+    every regression and inf any."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -73,11 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="MLflow run id of the accepted configuration")
     parser.add_argument("--candidate", required=True, help="MLflow run id of the change under test")
-    parser.add_argument("--max-regression", type=float, default=0.05, help="largest tolerated absolute regression")
+    parser.add_argument("--max-regression", type=regression_limit, default=0.05,
+                        help="largest tolerated absolute regression (a finite number >= 0)")
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     args = parser.parse_args(argv)
-    if args.max_regression < 0:
-        parser.error("--max-regression must be >= 0")
     try:
         connect(args.tracking_uri, key="--tracking-uri")
         client = MlflowClient()
@@ -86,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gate: cannot read runs: {e}", file=sys.stderr)
         return EXIT_UNJUDGEABLE
     result = gate_runs(client, baseline, candidate, args.max_regression)
-    print("\n".join(result.lines()))
+    if result.lines():
+        print("\n".join(result.lines()))
     print(f"gate: {result.summary()}", file=sys.stderr if result.exit_code != EXIT_OK else sys.stdout)
     return result.exit_code
 
@@ -96,6 +116,7 @@ class GateResult:
     verdicts: list[Verdict]
     skipped: list[str]
     max_regression: float
+    other_data: str | None = None  # why the runs cannot be gated: they answered different data sets
 
     @property
     def failed(self) -> list[Verdict]:
@@ -106,6 +127,8 @@ class GateResult:
         return EXIT_UNJUDGEABLE if not self.verdicts else EXIT_REGRESSED if self.failed else EXIT_OK
 
     def summary(self) -> str:
+        if self.other_data is not None:
+            return f"cannot judge: {self.other_data}"
         if not self.verdicts:
             return "cannot judge: the runs share no headline metric"
         if self.failed:
@@ -114,11 +137,36 @@ class GateResult:
         return f"passed ({len(self.verdicts)} headline metrics within {self.max_regression})"
 
     def lines(self) -> list[str]:
+        if self.other_data is not None:
+            return []
         return verdict_lines(self.verdicts, self.skipped, self.max_regression)
 
 
+def data_set(run: Run) -> str:
+    """The run's data set as its tags name it, with the holdout part it answered: `name[, dev part] (fingerprint …)`."""
+    fingerprint = run.data.tags.get(DATASET_FINGERPRINT_TAG)
+    part = run.data.params.get(HOLDOUT_PARAM, "all")
+    return (f"{run.data.tags.get(DATASET_TAG, 'an unnamed data set')}{'' if part == 'all' else f', {part} part'} "
+            f"({f'fingerprint {fingerprint[:12]}' if fingerprint else 'no fingerprint recorded'})")
+
+
+def data_set_mismatch(baseline: Run, candidate: Run) -> str | None:
+    """Why the runs may not be gated against each other (their data set fingerprints differ, or only one run
+    records one); None when they answered the same data set, or when neither records it (runs logged by
+    hand)."""
+    fingerprints = {run.data.tags.get(DATASET_FINGERPRINT_TAG) for run in (baseline, candidate)}
+    if len(fingerprints) == 1:
+        return None
+    return (f"the runs answered different data sets: baseline {baseline.info.run_id} on "
+            f"{data_set(baseline)}, candidate {candidate.info.run_id} on {data_set(candidate)}")
+
+
 def gate_runs(client: MlflowClient, baseline: Run, candidate: Run, max_regression: float) -> GateResult:
-    """The candidate run judged against the baseline run, with paired CIs where both logged per-question scores."""
+    """The candidate run judged against the baseline run, with paired CIs where both logged per-question
+    scores; no verdict at all when the runs answered different data sets."""
+    mismatch = data_set_mismatch(baseline, candidate)
+    if mismatch is not None:
+        return GateResult([], [], max_regression, mismatch)
     verdicts, skipped = judge_runs(baseline.data.metrics, candidate.data.metrics, max_regression)
     verdicts = with_paired(client, baseline.info.run_id, candidate.info.run_id, verdicts)
     return GateResult(verdicts, skipped, max_regression)
@@ -131,7 +179,8 @@ def verdict_lines(verdicts: Sequence[Verdict], skipped: Sequence[str], max_regre
         status = "FAIL" if v.failed else "ok"
         detail = ""
         if v.paired is not None:
-            detail = f"  diff 95% CI [{v.paired.low:+.3f}, {v.paired.high:+.3f}], p={v.paired.p_value:.3f}"
+            detail = (f"  diff 95% CI [{v.paired.low:+.3f}, {v.paired.high:+.3f}], p={v.paired.p_value:.3f}, "
+                      f"n={v.paired.n}")
         direction = "lower is better" if lower_is_better(v.metric) else "higher is better"
         lines.append(
             f"{status:4} {v.layer:9} {v.metric}: {v.baseline:.3f} -> {v.candidate:.3f} "

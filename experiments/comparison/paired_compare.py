@@ -66,10 +66,13 @@ def compare_records(
     metrics: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> list[PairedComparison]:
-    """One paired comparison per metric, over the question ids where both runs have a value."""
-    shared = [qid for qid in baseline if qid in candidate]
+    """One paired comparison per metric, over the questions both runs answered (same id, same question) where
+    both have a value. Sets generated apart reuse ids (`gen-0001`), so an id alone does not make a pair."""
+    shared = [q for q in baseline if q in candidate and baseline[q].question == candidate[q].question]
     if not shared:
-        raise ValueError("the two runs share no question ids; were they run on the same golden set?")
+        reused = sum(qid in candidate for qid in baseline)
+        detail = f" ({reused} question ids match, asking other questions)" if reused else ""
+        raise ValueError(f"the two runs share no question{detail}; were they run on the same golden set?")
     names = metrics or per_question_metrics(baseline[q] for q in shared)
     results = []
     for name in names:
@@ -173,6 +176,7 @@ def compare_runs(
     out_dir.mkdir(parents=True, exist_ok=True)
     comparisons_frame(comparisons).to_csv(csv)
     png = plot_comparisons(comparisons, stem.with_suffix(".png"), title)
+    print(f"wrote {csv} and {png}")
     target = log_to or candidate_id
     client.log_artifact(target, str(csv), "compare")
     client.log_artifact(target, str(png), "compare")

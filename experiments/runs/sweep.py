@@ -30,6 +30,8 @@ JOB_NUM_TAG = "ragtune.job_num"  # hydra.job.num: the job's place in override or
 ERROR_TAG = "ragtune.error"
 FAILED_JOBS_TAG = "ragtune.failed_jobs"  # on the parent: how many children did not finish
 BASELINE_TAG = "ragtune.baseline"  # on the parent: the label of the child the others were tested against
+STUDY_PART_TAG = "ragtune.study.tuned_on"  # on a study's trial: dev (it held out a test part) or all (it did not)
+TEST_CHECKED_TAG = "ragtune.study.test_checked"  # on a dev trial whose configuration also finished on test: its run
 BASELINE_KEY = "compare.baseline"  # '+compare.baseline="pipeline=bm25"' (quoted: Hydra) picks the child with it
 _failed_labels: list[str] = []
 
