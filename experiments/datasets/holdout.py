@@ -2,7 +2,8 @@
 
 A search (a sweep, an Optuna study) tunes on `dev` and reports on `test`, questions it never saw, so the figure it
 reports holds beyond the questions it was tuned on. The split depends only on the items (their ids and strata) and
-the seed, not on file order or machine.
+the seed, not on file order or machine. An empty part is refused before any indexing; a part too small for a
+confidence interval to mean anything is warned about.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 
 from components.common.text import detect_language
-from experiments.datasets.base import Dataset, golden_fingerprint, seeded_rank
+from experiments.datasets.base import Dataset, DatasetError, golden_fingerprint, seeded_rank
 from experiments.datasets.golden import GoldenItem
 from experiments.datasets.settings import HoldoutSettings
+from experiments.evaluation.report import ci_note
 
 ALL, DEV, TEST = "all", "dev", "test"
 
@@ -49,6 +52,14 @@ def holdout(dataset: Dataset, settings: HoldoutSettings) -> Dataset:
         return dataset
     test = held_out_ids(dataset.golden, settings.test_share, settings.seed)
     golden = [item for item in dataset.golden if (item.id in test) == (settings.use == TEST)]
+    sizes = (f"{len(golden)} of the {len(dataset.golden)} questions of {dataset.name} at "
+             f"dataset.holdout.test_share={settings.test_share}")
+    if not golden:
+        raise DatasetError(f"dataset.holdout.use={settings.use}: the {settings.use} part is empty ({sizes}); use a "
+                           "larger golden set or another dataset.holdout.test_share, or dataset.holdout.use=all")
+    note = ci_note(len(golden))
+    if note:
+        print(f"warning: dataset.holdout.use={settings.use}: the part holds {sizes}: {note}", file=sys.stderr)
     part = {"use": settings.use, "test_share": settings.test_share, "seed": settings.seed}
     return dataclasses.replace(
         dataset,

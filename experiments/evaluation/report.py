@@ -15,12 +15,22 @@ RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 # RAGAS's non-LLM context metrics compare whole chunks with short quotes and read 0 by construction on quote-based
 # golden sets (docs/metrics.md): logged for parity with RAGAS users, left out of the printed table.
 NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
+# Below this many questions a bootstrap interval is no measure of uncertainty (one question gives [1.0, 1.0]).
+MIN_CI_QUESTIONS = 10
+CI_NOTE_TAG = "ragtune.ci"  # set on a run whose intervals are not meaningful, so the MLflow UI says so
 LAYER_METRICS = tuple(
     m
     for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.SELFCHECK,
               *metric_names.CONTROL, *metric_names.COST)
     if m not in NOT_PRINTED
 )
+
+
+def ci_note(questions: int) -> str | None:
+    """Why the confidence intervals over `questions` questions mean nothing, or None when they do."""
+    if questions >= MIN_CI_QUESTIONS:
+        return None
+    return f"CI not meaningful: {questions} question{'s' if questions != 1 else ''}, fewer than {MIN_CI_QUESTIONS}"
 
 
 def console() -> Console:
@@ -64,6 +74,8 @@ def print_results(
             ci = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
             summary.add_row(name, (f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}") + ci)
         out.print(summary)
+        if note := ci_note(int(metrics["eval/judged_questions"])):
+            out.print(f"warning: the intervals above: {note}", markup=False, highlight=False)
     failures = {k.split("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith("diagnosis/") and v}
     if failures:
         out.print("diagnosis (first broken layer per question): " + ", ".join(f"{k} {v}" for k, v in failures.items()))

@@ -29,7 +29,7 @@ from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
 from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
 from experiments.evaluation.judge import openai_compatible_judge
-from experiments.evaluation.report import print_results, print_skipped_files
+from experiments.evaluation.report import CI_NOTE_TAG, ci_note, print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.evaluation.settings import EvalSettings
 from experiments.runs.config import ConfigError, register_config, typed, validate
@@ -183,6 +183,8 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         "dataset/skipped_files": float(len(dataset.skipped_files)),
     }
     mlflow.log_metrics(metrics)
+    if note := ci_note(int(metrics["eval/judged_questions"])):
+        mlflow.set_tag(CI_NOTE_TAG, note)
     if dataset.skipped_files:
         mlflow.log_dict(dataset.skipped_files, "skipped_files.json")
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)

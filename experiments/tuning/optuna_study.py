@@ -4,7 +4,9 @@ Trials of a batch are ordered by the knobs that change the index, so that neighb
 the shared index cache, so a trial that changes only query-side knobs indexes nothing, and the time that saves is
 reported. A job that fails is told to Optuna as a failed trial, and the study goes on. With `holdout`, trials run on
 the golden set's dev part only (dataset.holdout.use=dev); the Pareto configurations and the default are then run on
-the test part, each with its confidence interval and its paired difference from the default.
+the test part, each with its confidence interval and its paired difference from the default. The study owns
+dataset.holdout.use: a user's value would turn the test re-check into a rerun of the tuning questions. An interrupted
+study (SIGINT, SIGTERM) stops with the trials that finished, which are still reported.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from optuna.trial import TrialState
 
 from experiments.comparison.significance import Interval, PairedComparison, mean_ci, paired
 from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.report import ci_note
 from experiments.runs.config import ConfigError
+from experiments.runs.interrupts import Interrupted
 from experiments.tuning.search_space import SearchSpace
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")
-DEV, TEST = "dataset.holdout.use=dev", "dataset.holdout.use=test"
+HOLDOUT_KEY = "dataset.holdout.use"
+DEV, TEST = f"{HOLDOUT_KEY}=dev", f"{HOLDOUT_KEY}=test"
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class TestCheck:
     test: Interval | None
     versus_default: PairedComparison | None
     error: str | None = None
+    run_id: str | None = None  # the test run's MLflow run
 
     @property
     def drop_beyond_ci(self) -> bool:
@@ -85,6 +91,11 @@ class TestCheck:
         if self.dev_value is None or self.test is None:
             return False
         return self.dev_value - self.test.mean > (self.test.high - self.test.low) / 2
+
+    @property
+    def ci_note(self) -> str | None:
+        """Why the test interval means nothing (too few test questions), or None."""
+        return ci_note(self.test.n) if self.test is not None else None
 
 
 @dataclass
@@ -112,6 +123,14 @@ class StudyResult:
         return saved
 
 
+class StudyInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the study: `result` holds the trials that finished, `exit_code` is 130 or 143."""
+
+    def __init__(self, result: StudyResult, exit_code: int) -> None:
+        super().__init__(f"the study was interrupted after {len(result.trials)} trials")
+        self.result, self.exit_code = result, exit_code
+
+
 def run_study(
     space: SearchSpace,
     objectives: Sequence[str],
@@ -123,8 +142,12 @@ def run_study(
     batch_size: int = 1,
     holdout: bool = False,
 ) -> StudyResult:
-    """Runs the study; with `holdout`, the trials see the dev part and the Pareto front is checked on test."""
+    """Runs the study; with `holdout`, the trials see the dev part and the Pareto front is checked on test.
+
+    SIGINT or SIGTERM, in a trial (run.py exits 130/143 there) or between trials, raises StudyInterrupted."""
+    check_budget(n_trials, batch_size)
     check_objectives(objectives, directions)
+    check_holdout_free(space)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # each job prints what its trial did
     study = optuna.create_study(directions=list(directions), sampler=make_sampler(sampler, seed, n_trials))
     if sampler == "grid":
@@ -134,23 +157,56 @@ def run_study(
             study.enqueue_trial(point)
     base = [DEV] if holdout else []
     trials: list[TrialResult] = []
-    while len(trials) < n_trials:
-        asked = [study.ask(space.distributions) for _ in range(min(batch_size, n_trials - len(trials)))]
-        asked.sort(key=lambda trial: space.index_params(trial.params))  # neighbours share an index
-        batch = [base + space.overrides(trial.params) for trial in asked]
-        for trial, overrides, outcome in zip(asked, batch, launch(batch, len(trials)), strict=True):
-            result = read_trial(trial.number, trial.params, overrides, outcome, objectives)
-            if result.failed:
-                study.tell(trial, state=TrialState.FAIL)
-            else:
-                study.tell(trial, list(result.values or ()))
-            trials.append(result)
+    try:
+        while len(trials) < n_trials:
+            asked = [study.ask(space.distributions) for _ in range(min(batch_size, n_trials - len(trials)))]
+            asked.sort(key=lambda trial: space.index_params(trial.params))  # neighbours share an index
+            batch = [base + space.overrides(trial.params) for trial in asked]
+            for trial, overrides, outcome in zip(asked, batch, launch(batch, len(trials)), strict=True):
+                result = read_trial(trial.number, trial.params, overrides, outcome, objectives)
+                if result.failed:
+                    study.tell(trial, state=TrialState.FAIL)
+                else:
+                    study.tell(trial, list(result.values or ()))
+                trials.append(result)
+        result = _result(study, trials, objectives, directions)
+        if holdout and result.pareto:
+            result.test_checks = check_on_test(space, result.pareto, objectives[0], launch, len(trials))
+    except (KeyboardInterrupt, SystemExit) as stop:  # SystemExit: run.py's exit from an interrupted job
+        raise StudyInterrupted(_result(study, trials, objectives, directions), _exit_code(stop)) from stop
+    return result
+
+
+def _result(
+    study: optuna.Study, trials: list[TrialResult], objectives: Sequence[str], directions: Sequence[str]
+) -> StudyResult:
+    """The trials so far and their Pareto front, best first."""
     done = {t.number for t in study.best_trials} if any(not t.failed for t in trials) else set()
     pareto = sorted((t for t in trials if t.number in done), key=lambda t: _order(t, directions))
-    result = StudyResult(list(objectives), list(directions), trials, pareto)
-    if holdout and pareto:
-        result.test_checks = check_on_test(space, pareto, objectives[0], launch, len(trials))
-    return result
+    return StudyResult(list(objectives), list(directions), list(trials), pareto)
+
+
+def _exit_code(stop: KeyboardInterrupt | SystemExit) -> int:
+    """130 for SIGINT, 143 for SIGTERM (128 + the signal), or the code an interrupted job exited with."""
+    if isinstance(stop, SystemExit):
+        return stop.code if isinstance(stop.code, int) else 130
+    return 128 + (stop.signum if isinstance(stop, Interrupted) else 2)
+
+
+def check_budget(n_trials: int, batch_size: int) -> None:
+    """Refused before any work: no trial would run (the parent would end FAILED), or a batch of none loops forever."""
+    for key, value in (("n_trials", n_trials), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"config key 'hydra.sweeper.{key}': must be a whole number of at least 1, got {value!r}")
+
+
+def check_holdout_free(space: SearchSpace) -> None:
+    """The study sets dataset.holdout.use itself (dev for the trials, test for the re-check); a user's value,
+    applied after the study's, would make the test re-check rerun the tuning questions."""
+    if any(key.lstrip("+~") == HOLDOUT_KEY for key in [*space.fixed, *space.distributions]):
+        raise ConfigError(f"config key '{HOLDOUT_KEY}': an Optuna study sets it itself (hydra.sweeper.holdout=true: "
+                          "dev for the trials, test for the re-check); drop it from the command line and the space, "
+                          "or set hydra.sweeper.holdout=false to search on every question")
 
 
 def check_objectives(objectives: Sequence[str], directions: Sequence[str]) -> None:
@@ -223,8 +279,15 @@ def check_on_test(
                       and mine[i].score(metric) is not None]
             versus = paired(metric, [default[i].score(metric) for i in shared],  # type: ignore[misc]
                             [mine[i].score(metric) for i in shared])  # type: ignore[misc]
-        checks.append(TestCheck(label, overrides, dev_value, mean_ci(scores) if scores else None, versus))
+        checks.append(TestCheck(label, overrides, dev_value, mean_ci(scores) if scores else None, versus,
+                                run_id=job_run_id(outcome.job_dir)))
     return checks
+
+
+def job_run_id(job_dir: Path | None) -> str | None:
+    """The MLflow run a finished job logged into (its run.json), or None."""
+    path = job_dir / "run.json" if job_dir else None
+    return json.loads(path.read_text(encoding="utf-8")).get("run_id") if path and path.exists() else None
 
 
 def _records(outcome: JobOutcome) -> dict[str, QuestionRecord] | None:
@@ -259,6 +322,8 @@ def print_study(result: StudyResult) -> None:
         if check.versus_default is not None:
             v = check.versus_default
             line += f", vs default {v.diff:+.4f} [{v.low:+.4f}, {v.high:+.4f}] p={v.p_value:.3f}"
+        if check.ci_note:
+            line += f" ({check.ci_note})"
         print(line, file=sys.stderr)
         if check.drop_beyond_ci:
             print(f"warning: {check.label} dropped from {check.dev_value:.4f} on dev to {check.test.mean:.4f} on test, "

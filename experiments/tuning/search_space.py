@@ -18,6 +18,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.errors import HydraException
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from pipelines.errors import UserError
@@ -52,7 +53,7 @@ def search_space(params: Mapping[str, str], arguments: Sequence[str]) -> SearchS
     entries = [f"{key}={value}" for key, value in params.items()] + list(arguments)
     distributions: dict[str, BaseDistribution] = {}
     fixed: dict[str, str] = {}
-    for override in parser.parse_overrides(entries):
+    for override in (_parse(parser, entry) for entry in entries):
         key = override.get_key_element()
         distributions.pop(key, None)
         fixed.pop(key, None)
@@ -66,22 +67,39 @@ def search_space(params: Mapping[str, str], arguments: Sequence[str]) -> SearchS
     return SearchSpace(distributions, fixed)
 
 
+def _parse(parser: OverridesParser, entry: str) -> Override:
+    """One entry; Hydra's parse error (a traceback through its grammar) becomes one line naming the entry."""
+    try:
+        return parser.parse_override(entry)
+    except HydraException as e:
+        raise SearchSpaceError(f"hydra.sweeper.params: {entry!r} does not parse: {str(e).splitlines()[0]}") from e
+
+
 def _distribution(override: Override, key: str) -> BaseDistribution:
+    """Optuna's own refusals of an empty or reversed range are tracebacks; these say which entry and why."""
     sweep = override._value  # Hydra's parsed sweep: ChoiceSweep, RangeSweep or IntervalSweep
     log = "log" in getattr(sweep, "tags", set())
+    where = f"hydra.sweeper.params.{key}"
     if isinstance(sweep, ChoiceSweep):
         return CategoricalDistribution([_categorical(value) for value in sweep.list])
     if isinstance(sweep, RangeSweep):
-        if not all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step)):
-            values = list(override.sweep_iterator())
+        values = list(override.sweep_iterator()) if sweep.step else []
+        if not values:
+            raise SearchSpaceError(f"{where}: range({sweep.start}, {sweep.stop}, {sweep.step}) holds no value "
+                                   "(the stop is exclusive; e.g. range(5, 55, 5) is 5, 10, ..., 50)")
+        if not all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step)) or sweep.step < 0:
             return CategoricalDistribution(values)
-        last = sweep.start + (len(range(sweep.start, sweep.stop, sweep.step)) - 1) * sweep.step
-        return IntDistribution(sweep.start, last, step=sweep.step)
+        return IntDistribution(values[0], values[-1], step=sweep.step)
     if isinstance(sweep, IntervalSweep):
+        if not sweep.start < sweep.end:
+            raise SearchSpaceError(f"{where}: interval({sweep.start}, {sweep.end}) is empty: the low end must be "
+                                   "below the high end")
+        if log and sweep.start <= 0:
+            raise SearchSpaceError(f"{where}: a log-scale interval must start above 0, got {sweep.start}")
         if isinstance(sweep.start, int) and isinstance(sweep.end, int):
             return IntDistribution(sweep.start, sweep.end, log=log)
         return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
-    raise SearchSpaceError(f"hydra.sweeper.params.{key}: {type(sweep).__name__} cannot be searched")
+    raise SearchSpaceError(f"{where}: {type(sweep).__name__} cannot be searched")
 
 
 def _categorical(value: Any) -> Any:

@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
+from experiments.evaluation.report import CI_NOTE_TAG
 from experiments.tuning.optuna_study import StudyResult, TrialResult
 
 
@@ -66,7 +67,7 @@ def report_study(result: StudyResult, out_dir: Path, parent_run_id: str | None) 
              "vs_default_low": c.versus_default.low if c.versus_default else None,
              "vs_default_high": c.versus_default.high if c.versus_default else None,
              "p_value": c.versus_default.p_value if c.versus_default else None,
-             "drop_beyond_ci": c.drop_beyond_ci, "error": c.error or ""}
+             "drop_beyond_ci": c.drop_beyond_ci, "ci_note": c.ci_note or "", "error": c.error or ""}
             for c in result.test_checks
         ]).to_csv(paths[-1], index=False)
     if parent_run_id is not None:
@@ -80,4 +81,7 @@ def report_study(result: StudyResult, out_dir: Path, parent_run_id: str | None) 
             best = result.pareto[0]
             client.log_metric(parent_run_id, f"optuna/best/{result.objectives[0]}", best.values[0])  # type: ignore[index]
             client.set_tag(parent_run_id, "ragtune.optuna.best_trial", str(best.number))
+        notes = [f"test {c.label}: {c.ci_note}" for c in result.test_checks if c.ci_note]
+        if notes:
+            client.set_tag(parent_run_id, CI_NOTE_TAG, "; ".join(notes))
     return paths
