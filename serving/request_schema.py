@@ -38,9 +38,44 @@ class _Checked(BaseModel):
 
 
 class ChatRequest(_Checked):
+    """OpenAI's chat request. What would change the reply's shape (several choices, tool calls, JSON) is refused
+    naming its field, rather than ignored: a client must not take a plain answer for what it asked."""
+
     model_config = ConfigDict(extra="allow")  # OpenAI clients send model, temperature, ...: accepted, not used
     messages: list[Turn]
     stream: bool = False
+    n: int | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, n: int | None) -> int | None:
+        if n not in (None, 1):
+            raise ValueError(f"one choice is served, n must be 1, got {n}")
+        return n
+
+    @field_validator("tools")
+    @classmethod
+    def _no_tools(cls, tools: list[Any] | None) -> list[Any] | None:
+        if tools:
+            raise ValueError("tool calls are not served; send no tools")
+        return tools
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _no_tool_choice(cls, choice: Any) -> Any:
+        if choice not in (None, "none"):
+            raise ValueError('tool calls are not served; send no tool_choice, or "none"')
+        return choice
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_only(cls, response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+        if response_format is not None and response_format.get("type") != "text":
+            raise ValueError('the reply is plain text; send no response_format, or {"type": "text"}')
+        return response_format
 
 
 class QueryRequest(_Checked):

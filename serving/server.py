@@ -17,13 +17,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from haystack.errors import FilterError
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from experiments.runs.config import ConfigError
@@ -38,6 +39,9 @@ LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 # Headers that say who asks: sent twice (a proxy that appends instead of replacing), the request is refused.
 IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups")
 ANONYMOUS = "anonymous"
+# A request whose client closed the connection before its reply, logged as nginx logs it.
+CLIENT_CLOSED = 499
+T = TypeVar("T")
 
 
 class Refusal(BaseModel):
@@ -84,9 +88,11 @@ def create_app(
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in error.errors())
         return refused(request, 400, f"invalid request: {problems}")
 
-    @app.exception_handler(HTTPException)
-    async def refusal(request: Request, error: HTTPException) -> JSONResponse:
-        return refused(request, error.status_code, str(error.detail))
+    # Starlette's own: FastAPI raises it for a body it cannot parse (invalid UTF-8, JSON nested too deep), and
+    # routing for 404 and 405, so those replies carry a request id and a log line like every other refusal.
+    @app.exception_handler(StarletteHTTPException)
+    async def refusal(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return refused(request, error.status_code, str(error.detail), error.headers)
 
     def principal_of(request: Request) -> Principal | None:
         """Runs before the body is validated: who asks is settled first, and every refusal is logged as theirs."""
@@ -132,26 +138,29 @@ def create_app(
         trace_id, start = request.state.request_id, time.perf_counter()
         scoped = scoped_filters(principal, filters)
         turns = [t.model_dump() for t in history]
-        status, reply = 200, {}
+        status, reply, reason = 200, {}, None
         try:
             work = asyncio.to_thread(
                 _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step
             )
-            reply = await asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s)
+            reply = await unless_hung_up(request, asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s))
         except TimeoutError:
-            status = 504
-            raise HTTPException(504, f"timed out after {limits.timeout_s} s") from None
+            status, reason = 504, f"timed out after {limits.timeout_s} s"
+        except ClientClosed:
+            status, reason = CLIENT_CLOSED, "the client closed the connection before the reply"
         except Exception as e:
             fault = request_fault(e)
-            if fault is not None:  # e.g. filters the store cannot apply: the request's fault, said in one line
-                status = 400
-                raise HTTPException(400, fault) from None
-            status = 500
-            logger.exception("trace %s failed", trace_id)
-            raise HTTPException(500, f"internal error (trace_id {trace_id})") from None
+            # e.g. filters the store cannot apply: the request's fault, said in one line
+            status, reason = (400, fault) if fault is not None else (500, f"internal error (trace_id {trace_id})")
+            if fault is None:
+                logger.exception("trace %s failed", trace_id)
         finally:
             seconds = time.perf_counter() - start
-            _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None)
+            _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
+                 reason)
+            request.state.logged = True  # its one line is written: `refused` writes no second one
+        if reason is not None:
+            raise HTTPException(status, reason)
         return reply | {"trace_id": trace_id}
 
     # Two shapes per route (a JSON reply, or server-sent events with "stream": true), so the JSON one is declared
@@ -191,16 +200,43 @@ def create_app(
     return app
 
 
-def refused(request: Request, status: int, reason: str) -> JSONResponse:
-    """A refused request's reply, and its log line: who asked, why, and the request id both carry."""
+def refused(
+    request: Request, status: int, reason: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """A refused request's reply, and its log line (unless `answer` logged the request already): who asked, why,
+    and the request id both carry."""
     request_id = getattr(request.state, "request_id", None) or uuid.uuid4().hex
     principal = getattr(request.state, "principal", None)
-    if status < 500:
+    if not getattr(request.state, "logged", False):
         logger.info(json.dumps({
             "request_id": request_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
             "refused": reason, "path": request.url.path,
         }, ensure_ascii=False))
-    return JSONResponse({"error": reason, "request_id": request_id}, status_code=status)
+    return JSONResponse({"error": reason, "request_id": request_id}, status_code=status, headers=headers)
+
+
+class ClientClosed(Exception):
+    """The client closed its connection before its reply was ready."""
+
+
+async def unless_hung_up(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or ClientClosed as soon as the client closes its connection, so that a reply nobody
+    receives is logged as 499, not 200. The pipeline's thread runs on, holding its slot until it ends."""
+    answer, hang_up = asyncio.ensure_future(work), asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait({answer, hang_up}, return_when=asyncio.FIRST_COMPLETED)
+        if answer.done():
+            return answer.result()
+        raise ClientClosed
+    finally:
+        answer.cancel()
+        hang_up.cancel()
+
+
+async def _hung_up(request: Request) -> None:
+    """Returns when the server receives `http.disconnect`: the body is read already, so nothing else comes."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 class BodyLimit:
@@ -360,12 +396,15 @@ def _run_then_release(
 
 def _log(
     trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
-    question: str | None,
+    question: str | None, reason: str | None,
 ) -> None:
+    """The line of a request that reached the pipeline; `reason` is the error its reply carries, if any."""
     record: dict[str, Any] = {
         "trace_id": trace_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
         "latency_ms": round(seconds * 1000, 1),
     }
+    if reason is not None:
+        record["refused"] = reason
     if stages_ms:
         record["stages_ms"] = stages_ms
     if question is not None:

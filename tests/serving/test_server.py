@@ -130,6 +130,9 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
     refused = client(Failing(UserError("pipeline x has no 'filters' input"))).post("/query", json={"question": "q"},
                                                                                  headers=AUTH)
     assert refused.status_code == 400 and "no 'filters' input" in refused.json()["error"]
+    # One line for the request, with its reason: the refusal handler writes no second one.
+    lines = [json.loads(r.getMessage()) for r in caplog.records if refused.json()["request_id"] in r.getMessage()]
+    assert [(line["status"], line["refused"]) for line in lines] == [(400, "pipeline x has no 'filters' input")]
     # A component's FilterError (Weaviate refusing a filter) reaches the server wrapped by the pipeline.
     cause = FilterError("Weaviate refused the query's filters")
     wrapped = PipelineRuntimeError.from_exception("bm25", object, cause)
