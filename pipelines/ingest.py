@@ -34,6 +34,7 @@ from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 from omegaconf import DictConfig, OmegaConf
 
 from pipelines.builder import build_pipeline
+from pipelines.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +240,7 @@ def build_index(
             except DamagedIndexError as e:
                 damage = str(e)
                 logger.warning("index %s is damaged (%s); rebuilding", path, damage)
-                shutil.rmtree(path)
+                discard(path)
         hashes = document_hashes(documents)
         plan = plan_update(cache_dir, lineage, hashes) if update and lineage else None
         if plan is not None:
@@ -380,6 +381,15 @@ def stale_temp_folders(cache_dir: Path) -> list[Path]:
     return stale
 
 
+def discard(path: Path) -> None:
+    """Removes the snapshot folder `path` before it is rebuilt, only if ragtune wrote it: a folder of someone
+    else's that happens to bear a fingerprint's name in the cache is reported, never deleted."""
+    if not written_by_ragtune(path, path.name):
+        raise UserError(f"index cache: {path} was not written by ragtune (no {MARKER}, no ragtune manifest) and "
+                        f"stands where index {path.name} goes; move it out of {path.parent}")
+    shutil.rmtree(path)
+
+
 def written_by_ragtune(folder: Path, fingerprint: str) -> bool:
     """Whether `folder` (a real folder, never a symlink) is a snapshot or temp folder of `fingerprint` that ragtune
     wrote: it bears MARKER, or (written before the marker existed) its manifest is ragtune's for `fingerprint`."""
@@ -437,7 +447,7 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
         facts = {"chunks": len(documents), "embeddings": embeds, "created": time.time(), "format": INDEX_FORMAT}
         (tmp / MANIFEST).write_text(json.dumps(manifest | facts, indent=2))
         if path.exists() and not (path / MANIFEST).exists():  # debris without a manifest is never trusted
-            shutil.rmtree(path)
+            discard(path)
         try:
             os.rename(tmp, path)
         except OSError:  # a parallel job finished the same index first; theirs is identical

@@ -14,9 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from pipelines.ingest import LAST_USED, MANIFEST, save_snapshot
+from experiments.runs.config import compose
+from pipelines.errors import UserError
+from pipelines.ingest import LAST_USED, MANIFEST, build_index, ingest_spec, save_snapshot
 from tests.support.cli import as_nobody, last_line, ragtune
+from tests.support.ingest_corpus import DOCS
 from tests.support.snapshots import CHUNKS, dead_pid
 from tests.support.user_folder import checksum, make_user_folder
 
@@ -150,3 +154,17 @@ def test_an_unreadable_folder_in_the_cache_is_one_line(shared_tmp):
         assert result.stderr == (f"ragtune cache: error: --cache-dir {shared_tmp}: cannot access "
                                  f"{shared_tmp / 'private' / '.ragtune-index'} (Permission denied)\n")
     assert (shared_tmp / "private").is_dir()
+
+
+@pytest.mark.parametrize("with_manifest", [False, True])
+def test_a_build_never_deletes_a_users_folder_that_stands_where_its_snapshot_goes(tmp_path, with_manifest):
+    """A damaged snapshot, or debris without a manifest, is discarded before the rebuild: only if ragtune wrote it."""
+    cfg = compose(["ingest=fixed", "ingest.chunk_size=120", "ingest.chunk_overlap=0"])
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    mine = make_user_folder(tmp_path / "cache" / "fp")
+    if with_manifest:  # someone else's manifest.json: loading it fails as a damaged snapshot would
+        (mine / MANIFEST).write_text('{"their": "tool"}')
+    before = checksum(mine)
+    with pytest.raises(UserError, match=r"was not written by ragtune .* stands where index fp goes; move it out of"):
+        build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path / "cache", "fp")
+    assert checksum(mine) == before
