@@ -30,6 +30,7 @@ COMMANDS = {
     "gate": Command("experiments.comparison.gate", "fail (exit 1) when a candidate run regressed against a baseline"),
     "promote": Command("serving.promote", "register a run as a model and move an alias after the gate"),
     "serve": Command("serving.serve_command", "serve a promoted model over HTTP with tenant scoping", own_signals=True),
+    "traces": Command("serving.online.retention", "prune a served model's traces past serve.trace.retention_days"),
     "audit": Command("serving.acl_audit", "probe every serving path for cross-tenant leaks (exit 1 on a leak)"),
     "calibrate": Command("experiments.tuning.calibrate", "fit CRAG's thresholds on a golden set"),
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),

@@ -8,6 +8,10 @@ Once credentials are configured every request needs valid ones, unless `serve.an
 request without them from public documents only. With none configured, a model whose index has no `tenant` or
 `acl` field answers anyone (every document is public), and a tenant-split one refuses to load.
 
+Every request is an MLflow trace (serve.trace.*, as serve.py records them) when `$RAGTUNE_SERVE` names the
+served model (`model=models:/NAME@ALIAS`): the scoring server does not tell the model its name, and the traces go
+to that model's experiment. The pyfunc has no /feedback: MLflow's scoring server serves our predict only.
+
 Refusals are MlflowExceptions whose error code the scoring server turns into the HTTP status (401, 400, 413), with
 a message that depends on the request alone.
 """
@@ -31,11 +35,12 @@ from mlflow.protos.databricks_pb2 import (
 from pydantic import ValidationError
 
 from experiments.runs.config import ConfigError
+from serving.online.traces import Traces, model_version, traced
 from serving.principals import Principal, credential_lookup, scoped_filters
 from serving.request_schema import PyfuncRequest, RequestRefused, check_request
 from serving.served_pipeline import ServedPipeline
 from serving.server import request_fault
-from serving.settings import SERVE_ENV, ServeSettings, env_settings
+from serving.settings import SERVE_ENV, ServeSettings, env_config, serve_settings
 
 logger = logging.getLogger("ragtune.serve")
 # `stream` is serve.py's: predict returns whole replies.
@@ -52,10 +57,12 @@ class PyfuncAnswerer:
     served: ServedPipeline
     settings: ServeSettings
     lookup: Callable[[str], Principal | None] | None  # None: no credentials configured
+    traces: Traces | None = None
 
     @classmethod
     def load(cls, bundle: Path) -> PyfuncAnswerer:
-        settings = env_settings()
+        cfg = env_config()
+        settings = serve_settings(cfg)
         lookup = credential_lookup(settings, required=False)  # a bad key or keys file fails before the pipeline loads
         served = ServedPipeline.load(bundle)
         access = served.access
@@ -69,7 +76,10 @@ class PyfuncAnswerer:
             raise ConfigError(f"pipeline {served.indexed.query.name} has no 'filters' input, so requests to a "
                               "tenant-split index cannot be kept to their principal")
         logger.info("pyfunc model: its index is %s", access.summary())
-        return cls(served, settings, lookup)
+        traces, uri = None, cfg.model
+        if settings.trace.enabled and uri is not None:
+            traces = Traces.for_model(settings.trace, str(uri), settings.trace_experiment, model_version(str(uri)))
+        return cls(served, settings, lookup, traces)
 
     def principal(self, credentials: str | None) -> Principal | None:
         """None: an anonymous request that the settings let through (public documents only, or an index without
@@ -103,15 +113,22 @@ class PyfuncAnswerer:
         # A pipeline without a `filters` input loads only over an index with no tenant or acl (checked in `load`),
         # where the scope is every document: it then runs unfiltered, and a client's own filters are refused.
         scope = scoped_filters(principal, filters) if self.served.takes_filters else filters
+        request_id = uuid.uuid4().hex
+        record = self.traces.start(question, principal, request_id) if self.traces else None
+        status, reply = 200, {}
         try:
-            return self.served.ask(question, history, scope, stages=stages)
+            reply = self.served.ask(question, history, scope, stages=stages, **traced(record))
         except Exception as e:
             fault = request_fault(e)
+            status = 400 if fault is not None else 500
             if fault is not None:
                 raise refusal(400, fault) from None
-            trace_id = uuid.uuid4().hex
-            logger.exception("trace %s failed", trace_id)
-            raise MlflowException(f"internal error (trace_id {trace_id})", error_code=INTERNAL_ERROR) from None
+            logger.exception("trace %s failed", request_id)
+            raise MlflowException(f"internal error (trace_id {request_id})", error_code=INTERNAL_ERROR) from None
+        finally:
+            if record is not None:
+                record.finish(status, reply)
+        return reply | {"trace_id": record.trace_id} if record is not None else reply
 
 
 def requests(model_input: Any) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ import threading
 
 from omegaconf import DictConfig
 
-from experiments.evaluation.mlflow_traces import MlflowTracer
 from experiments.runs.config import ConfigError
 from serving.bundle import download_bundle
+from serving.online.traces import Traces, model_version
 from serving.served_pipeline import ServedPipeline
 from serving.server import ServerState, authenticator, create_app
 from serving.settings import compose_serve, serve_settings
@@ -41,13 +41,9 @@ def main(argv: list[str]) -> int:
     uri, serve = model_uri(cfg), serve_settings(cfg)
     authenticate = authenticator(serve)
     connect(cfg.mlflow.tracking_uri)
-    if serve.autolog:
-        import mlflow
-        from haystack import tracing
-
-        mlflow.set_experiment(serve.trace_experiment)
-        tracing.tracer.is_content_tracing_enabled = True  # components hand their inputs and outputs to the spans
     state = ServerState(model_uri=uri)
+    if serve.trace.enabled:
+        state.traces = Traces.for_model(serve.trace, uri, serve.trace_experiment, model_version(uri))
     app = create_app(state, authenticate, serve)
     server = uvicorn.Server(uvicorn.Config(app, host=serve.host, port=serve.port, log_level="warning"))
     failure: list[BaseException] = []
@@ -55,7 +51,6 @@ def main(argv: list[str]) -> int:
     def load() -> None:
         try:
             served = ServedPipeline.load(download_bundle(uri))
-            served.tracer = MlflowTracer() if serve.autolog else None
             if not served.takes_filters:
                 raise ConfigError(f"{uri}: its pipeline has no 'filters' input, so requests cannot be kept to their tenant")
             state.answerer = served

@@ -36,8 +36,6 @@ class ServedPipeline:
     indexed: IndexedPipeline
     access: IndexAccess
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Every question's run as an MLflow trace (serve.autolog): experiments.evaluation.mlflow_traces.MlflowTracer.
-    tracer: Tracer | None = None
 
     @classmethod
     def load(cls, folder: Path) -> ServedPipeline:
@@ -77,16 +75,18 @@ class ServedPipeline:
         stages: bool = False,
         on_token: Callable[[str], None] | None = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        tracer: Tracer | None = None,
     ) -> dict[str, Any]:
         """The reply a run's per_question.jsonl records for this question (answer, refusal, citations), plus the
         route and CRAG label where the pipeline has them, a snippet of each cited chunk, and milliseconds per
         component (`stages_ms`); with `stages`, the chunk and doc ids at every stage, to see which layer returned what.
         `on_token` gets the answer generator's text as it is produced (raw: before the citation check); `on_step`
-        gets each tool call of an agent with the start of its result (serving.replies.AgentStep), as it returns."""
+        gets each tool call of an agent with the start of its result (serving.replies.AgentStep), as it returns;
+        `tracer` gets this question's spans (a sampled request of serving.online.traces)."""
         query = self.indexed.query
         if filters and not self.takes_filters:  # dropping them would serve documents the caller may not see
             raise PromotionError(f"pipeline {query.name} has no 'filters' input: it cannot serve filtered requests")
-        with self.lock, timing_components(self.tracer) as timer:
+        with self.lock, timing_components(tracer) as timer:
             outputs = query.run(
                 streaming_callback=_streaming_callback(on_token, on_step),
                 **request_inputs(query, question, history, filters),

@@ -23,12 +23,15 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from haystack.errors import FilterError
+from haystack.tracing import Tracer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from experiments.runs.config import ConfigError
 from pipelines.errors import UserError
+from serving.online.feedback import UNKNOWN, FeedbackReply, FeedbackRequest, Ratings
+from serving.online.traces import RequestTrace, Traces, traced
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
 from serving.replies import AgentStep, ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
@@ -63,6 +66,7 @@ class Answerer(Protocol):
         stages: bool = False,
         on_token: Callable[[str], None] | None = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        tracer: Tracer | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -70,6 +74,8 @@ class Answerer(Protocol):
 class ServerState:
     answerer: Answerer | None = None
     model_uri: str = ""
+    # serve.trace: None records no traces, and /feedback answers 404.
+    traces: Traces | None = None
 
 
 def create_app(
@@ -110,8 +116,29 @@ def create_app(
         return principal
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz() -> dict[str, Any]:
+        """`traces`: how many traces (and ratings) went to MLflow, were dropped (the queue was full, or the store
+        refused them) and wait in the queue."""
+        return {"status": "ok"} | ({"traces": state.traces.counts()} if state.traces else {})
+
+    ratings: dict[int, Ratings] = {}  # per Traces, made once the model (and its traces) are loaded
+
+    @app.post("/feedback", status_code=202, responses={202: {"model": FeedbackReply}, 404: {"model": Refusal},
+                                                       **ERRORS})
+    def feedback(
+        request: Request, body: FeedbackRequest, principal: Principal | None = Depends(principal_of)
+    ) -> FeedbackReply:
+        """Rates a reply by the `trace_id` it carried: stored as an MLflow assessment on its trace. Another
+        principal's trace id gets the same 404 as an unknown one."""
+        traces = state.traces
+        accepted = None
+        if traces is not None:
+            accepted = ratings.setdefault(id(traces), Ratings(traces)).accept(body, principal)
+        if accepted is None:
+            raise HTTPException(404, UNKNOWN)
+        if not accepted:
+            raise HTTPException(503, "busy: the trace queue is full; rate it again later")
+        return FeedbackReply(trace_id=body.trace_id)
 
     @app.get("/readyz")
     def readyz() -> JSONResponse:
@@ -135,13 +162,16 @@ def create_app(
             raise HTTPException(503, "not ready: the model is loading")
         if not pending.acquire(blocking=False):
             raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
-        trace_id, start = request.state.request_id, time.perf_counter()
+        start = time.perf_counter()
+        record = state.traces.start(question, principal, request.state.request_id) if state.traces else None
+        trace_id = record.trace_id if record else request.state.request_id
         scoped = scoped_filters(principal, filters)
         turns = [t.model_dump() for t in history]
         status, reply, reason = 200, {}, None
         try:
             work = asyncio.to_thread(
-                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step
+                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step,
+                record,
             )
             reply = await unless_hung_up(request, asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s))
         except TimeoutError:
@@ -159,6 +189,8 @@ def create_app(
             _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
                  reason)
             request.state.logged = True  # its one line is written: `refused` writes no second one
+            if record is not None:
+                record.finish(status, reply)
         if reason is not None:
             raise HTTPException(status, reason)
         return reply | {"trace_id": trace_id}
@@ -385,11 +417,13 @@ def _run_then_release(
     stages: bool,
     on_token: Callable[[str], None] | None,
     on_step: Callable[[dict[str, Any]], None] | None,
+    record: RequestTrace | None,
 ) -> dict[str, Any]:
     """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
-    the pipeline until it finishes, so it still counts."""
+    the pipeline until it finishes, so it still counts. A sampled request's components are traced under its root."""
     try:
-        return answerer.ask(question, history, filters, stages=stages, on_token=on_token, on_step=on_step)
+        return answerer.ask(question, history, filters, stages=stages, on_token=on_token, on_step=on_step,
+                            **traced(record))
     finally:
         pending.release()
 

@@ -17,6 +17,8 @@ from experiments.runs.settings import MlflowSettings
 SERVE_ENV = "RAGTUNE_SERVE"
 # serve.anonymous: what a request without credentials gets.
 ANONYMOUS = ("refuse", "public")
+# serve.trace.content: what traces keep of the texts.
+TRACE_CONTENT = ("full", "redacted", "none")
 
 
 @dataclass
@@ -35,6 +37,24 @@ class JwtSettings:
     groups_claim: str = "groups"
     # Seconds of clock skew allowed when checking `exp`.
     leeway_s: float = 0.0
+
+
+@dataclass
+class TraceSettings:
+    """`serve.trace`: every answered request is an MLflow trace (serving/online/traces.py)."""
+
+    # Record traces at all; false: none, and POST /feedback answers 404.
+    enabled: bool = True
+    # The share of requests (0 to 1) whose trace holds a span per component; every other request keeps a root span
+    # with its tags (request id, variant, model version, tenant, latency, refused).
+    sample: float = 1.0
+    # What the spans hold of questions, passages, answers and feedback comments: full, redacted (each text replaced
+    # by its sha256 and length) or none (no inputs or outputs at all).
+    content: str = "redacted"
+    # `ragtune traces prune` (from cron) deletes the served model's traces older than this many days.
+    retention_days: int = 30
+    # Traces (and feedback) waiting for the store; more are dropped and counted (/healthz: traces.dropped).
+    queue_size: int = 1000
 
 
 @dataclass
@@ -70,10 +90,12 @@ class ServeSettings:
     max_history_chars: int = 20000
     # Log the question in the per-request log lines, and return the chunk ids at every stage (`stages`) in replies.
     debug: bool = False
-    # Trace every request into MLflow, one span per component with its inputs and outputs (documents as id, score,
-    # span and the start of their text), under this experiment of mlflow.tracking_uri.
+    trace: TraceSettings = field(default_factory=TraceSettings)
+    # Replaced by serve.trace (every request is traced); true is still accepted: serve.trace.sample=1, and the traces
+    # go to experiment ragtune-serve unless trace_experiment says otherwise.
     autolog: bool = False
-    trace_experiment: str = "ragtune-serve"
+    # The experiment of mlflow.tracking_uri the traces go to; null: "ragtune-serve/<registered model name>".
+    trace_experiment: str | None = None
 
 
 # conf/serve.yaml's sections and their records.
@@ -89,14 +111,27 @@ def serve_settings(cfg: DictConfig) -> ServeSettings:
     settings = typed(cfg, "serve", ServeSettings)
     if settings.anonymous not in ANONYMOUS:
         raise ConfigError(f"config key 'serve.anonymous': must be one of {list(ANONYMOUS)}, got {settings.anonymous!r}")
+    trace = settings.trace
+    if trace.content not in TRACE_CONTENT:
+        raise ConfigError(f"config key 'serve.trace.content': must be one of {list(TRACE_CONTENT)}, got {trace.content!r}")
+    if not 0.0 <= trace.sample <= 1.0:
+        raise ConfigError(f"config key 'serve.trace.sample': must be between 0 and 1, got {trace.sample}")
+    if trace.retention_days < 1 or trace.queue_size < 1:
+        raise ConfigError("config keys 'serve.trace.retention_days' / 'serve.trace.queue_size': must be at least 1")
+    if settings.autolog:  # an older config: its traces stay where they went, every request fully traced
+        trace.sample = 1.0
+        settings.trace_experiment = settings.trace_experiment or "ragtune-serve"
     return settings
 
 
-def env_settings() -> ServeSettings:
+def env_config() -> DictConfig:
     """conf/serve.yaml with the overrides in `$RAGTUNE_SERVE` (e.g. "serve.api_keys_file=keys.yaml")."""
     overrides = shlex.split(os.environ.get(SERVE_ENV, ""))
     try:
-        cfg = compose_serve(overrides)
+        return compose_serve(overrides)
     except Exception as e:  # Hydra's override grammar errors: said with where they came from
         raise ConfigError(f"${SERVE_ENV}: {e}") from None
-    return serve_settings(cfg)
+
+
+def env_settings() -> ServeSettings:
+    return serve_settings(env_config())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mlflow
@@ -43,15 +43,14 @@ def sampled_indices(sample: int, total: int) -> set[int]:
 
 
 class _MlflowSpan(Span):
-    def __init__(self, live: LiveSpan, full: bool) -> None:
-        self.live, self.full = live, full
+    def __init__(self, live: LiveSpan, shown: Callable[[Any], Any]) -> None:
+        self.live, self.shown = live, shown
 
     def set_tag(self, key: str, value: Any) -> None:
-        shown = value if self.full else lean(value)
         if key in INPUTS:
-            self.live.set_inputs(shown)
+            self.live.set_inputs(self.shown(value))
         elif key in OUTPUTS:
-            self.live.set_outputs(shown)
+            self.live.set_outputs(self.shown(value))
         elif isinstance(value, str | int | float | bool):
             self.live.set_attribute(key, value)
 
@@ -60,10 +59,16 @@ class _MlflowSpan(Span):
 
 
 class MlflowTracer(Tracer):
-    """Haystack's spans as MLflow spans of the current trace (a new trace when none is open)."""
+    """Haystack's spans as MLflow spans of the current trace (a new trace when none is open), or under `root`: a
+    span its caller opened and ends (serve.py's request spans, ended by the trace writer off the request path).
+    `shown` makes what the spans keep of a value (serving.online.traces redacts it); default `lean`, or as is
+    with `full`."""
 
-    def __init__(self, full: bool = False) -> None:
-        self.full = full
+    def __init__(
+        self, full: bool = False, root: LiveSpan | None = None, shown: Callable[[Any], Any] | None = None
+    ) -> None:
+        self.root = root
+        self.shown = shown or ((lambda value: value) if full else lean)
         self._current: list[_MlflowSpan] = []
 
     @contextlib.contextmanager
@@ -77,8 +82,10 @@ class MlflowTracer(Tracer):
             (t for suffix, t in SPAN_TYPES.items() if kind.endswith(suffix)),
             SpanType.CHAIN if operation_name != COMPONENT_RUN else SpanType.UNKNOWN,
         )
-        with mlflow.start_span(name=name, span_type=span_type) as live:
-            span = _MlflowSpan(live, self.full)
+        parent = self._current[-1].live if self._current else self.root
+        opened = mlflow.start_span(name=name, span_type=span_type) if parent is None else _child(parent, name, span_type)
+        with opened as live:
+            span = _MlflowSpan(live, self.shown)
             for key, value in tags.items():
                 span.set_tag(key, value)
             self._current.append(span)
@@ -89,6 +96,19 @@ class MlflowTracer(Tracer):
 
     def current_span(self) -> Span | None:
         return self._current[-1] if self._current else None
+
+
+@contextlib.contextmanager
+def _child(parent: LiveSpan, name: str, span_type: str) -> Iterator[LiveSpan]:
+    """A span under `parent`, outside MLflow's context: its request thread is not the one that ends the trace."""
+    live = mlflow.start_span_no_context(name=name, span_type=span_type, parent_span=parent)
+    try:
+        yield live
+    except BaseException:
+        live.set_status("ERROR")
+        raise
+    finally:
+        live.end()
 
 
 class QuestionTraces:

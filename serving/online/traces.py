@@ -1,0 +1,210 @@
+"""Every answered request as an MLflow trace, written off the request path (serve.trace.*).
+
+A request opens its root span at once, so its MLflow trace id ("tr-<hex>", made client-side from the
+OpenTelemetry trace id) is known before the reply carries it; a sampled request's pipeline adds a span per
+component under it (experiments.evaluation.mlflow_traces.MlflowTracer). Ending the root span is what writes the
+trace, and that is left to one background thread fed by a bounded queue: when the tracking store is slow or down,
+the queue fills, replies still go out on time, and the traces that do not fit are dropped and counted. Feedback
+goes through the same queue, so it always reaches the store after the trace it rates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import random
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mlflow
+from haystack import tracing
+from mlflow.entities import LiveSpan, SpanType
+from mlflow.tracing.trace_manager import InMemoryTraceManager
+
+from experiments.evaluation.mlflow_traces import MlflowTracer
+from pipelines.instrumentation import lean
+from serving.principals import Principal
+from serving.settings import TraceSettings
+
+logger = logging.getLogger("ragtune.serve")
+TAG = "ragtune."  # every tag this module writes
+ANONYMOUS = "anonymous"
+# How many recent requests' owners are remembered for POST /feedback.
+OWNERS_KEPT = 100_000
+# Keys whose string values are identifiers, kept under `redacted`: they locate a chunk, they say nothing of it.
+IDENTIFIERS = {"id", "chunk_id", "doc_id"}
+
+
+def redact(value: Any) -> Any:
+    """`value` with every text replaced by its sha256 and length (identifiers kept)."""
+    if isinstance(value, str):
+        return {"sha256": hashlib.sha256(value.encode()).hexdigest(), "chars": len(value)}
+    if isinstance(value, dict):
+        return {k: v if k in IDENTIFIERS and isinstance(v, str) else redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    return value
+
+
+def shown_as(content: str) -> Callable[[Any], Any] | None:
+    """What a trace keeps of a text under serve.trace.content; None: nothing."""
+    return {"full": lambda value: value, "redacted": lambda value: redact(lean(value)), "none": None}[content]
+
+
+def served_model(uri: str) -> tuple[str, str]:
+    """(the model's name, its variant) from a served URI: models:/NAME@ALIAS serves ALIAS, anything else the
+    champion."""
+    found = re.fullmatch(r"models:/([^@/]+)(?:@(.+)|/.+)?", uri)
+    if found is None:
+        return uri.removeprefix("runs:/").split("/")[0], "champion"
+    return found.group(1), found.group(2) or "champion"
+
+
+def model_version(uri: str) -> str:
+    """The registered version a models:/ URI serves ("run <id>" for a run served directly)."""
+    found = re.fullmatch(r"models:/([^@/]+)(?:@(.+)|/(.+))", uri)
+    if found is None:
+        return f"run {served_model(uri)[0]}"
+    name, alias, version = found.groups()
+    return version or mlflow.MlflowClient().get_model_version_by_alias(name, alias).version
+
+
+def experiment_name(uri: str, override: str | None) -> str:
+    return override or f"ragtune-serve/{served_model(uri)[0]}"
+
+
+@dataclass
+class Owners:
+    """The principal of each recent request, by trace id: who may rate it. Kept in memory, not read back from the
+    trace's tags, because the trace may not be written yet, or may have been dropped."""
+
+    kept: int = OWNERS_KEPT
+
+    def __post_init__(self) -> None:
+        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, trace_id: str, principal: Principal | None) -> None:
+        with self._lock:
+            self._owners[trace_id] = identity(principal)
+            while len(self._owners) > self.kept:
+                self._owners.popitem(last=False)
+
+    def owns(self, trace_id: str, principal: Principal | None) -> bool:
+        with self._lock:
+            return self._owners.get(trace_id) == identity(principal)
+
+
+def identity(principal: Principal | None) -> str:
+    return ANONYMOUS if principal is None else f"{principal.tenant}|{','.join(sorted(principal.groups))}"
+
+
+class RequestTrace:
+    """One request's trace: its root span is open from `start` until the writer ends it."""
+
+    def __init__(self, traces: Traces, question: str, principal: Principal | None, request_id: str) -> None:
+        self.traces = traces
+        settings, shown = traces.settings, traces.shown
+        self.start_ns = time.time_ns()
+        self.root: LiveSpan = mlflow.start_span_no_context(
+            name="request", span_type=SpanType.CHAIN, experiment_id=traces.experiment_id,
+            inputs={"question": shown(question)} if shown else None,
+            tags=traces.tags | {f"{TAG}request_id": request_id,
+                                f"{TAG}tenant": principal.tenant if principal else ANONYMOUS},
+        )
+        self.trace_id = self.root.trace_id
+        sampled = random.random() < settings.sample  # noqa: S311 (a sample, not a secret)
+        self.tracer = MlflowTracer(root=self.root, shown=shown or (lambda _: None)) if sampled else None
+        traces.owners.add(self.trace_id, principal)
+
+    def finish(self, status: int, reply: dict[str, Any]) -> None:
+        """Tags the trace with how the request ended and hands it to the writer."""
+        shown = self.traces.shown
+        refused = status != 200 or bool(reply.get("refused"))
+        if shown is not None and reply:
+            self.root.set_outputs({"answer": shown(reply.get("answer")), "refused": reply.get("refused")})
+        latency_ms = (time.time_ns() - self.start_ns) / 1e6
+        with InMemoryTraceManager.get_instance().get_trace(self.trace_id) as trace:
+            if trace is not None:
+                trace.info.tags.update({f"{TAG}status": str(status), f"{TAG}refused": str(refused).lower(),
+                                        f"{TAG}latency_ms": f"{latency_ms:.1f}",
+                                        f"{TAG}sampled": str(self.tracer is not None).lower()})
+        if status != 200:
+            self.root.set_status("ERROR")
+        end_ns = time.time_ns()
+        if not self.traces.submit(lambda: self.root.end(end_time_ns=end_ns)):
+            # dropped: freed from MLflow's buffer of open traces (keyed by the OpenTelemetry trace id)
+            InMemoryTraceManager.get_instance().pop_trace(int(self.trace_id.removeprefix("tr-"), 16))
+
+
+def traced(record: RequestTrace | None) -> dict[str, MlflowTracer]:
+    """The `tracer` argument of an answerer's `ask` for this request: given only when it is sampled, so answerers
+    that trace nothing need not take it."""
+    return {"tracer": record.tracer} if record is not None and record.tracer is not None else {}
+
+
+class Traces:
+    """The served model's traces: where they go, what they keep, and the one thread that writes them."""
+
+    def __init__(
+        self, settings: TraceSettings, experiment_id: str, model_version: str, variant: str
+    ) -> None:
+        self.settings, self.experiment_id = settings, experiment_id
+        self.shown = shown_as(settings.content)
+        self.tags = {f"{TAG}model_version": model_version, f"{TAG}variant": variant}
+        self.owners = Owners()
+        self.sent = self.dropped = 0
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=settings.queue_size)
+        threading.Thread(target=self._write, name="ragtune-traces", daemon=True).start()
+
+    @classmethod
+    def for_model(cls, settings: TraceSettings, uri: str, experiment: str | None, model_version: str) -> Traces:
+        """Traces of the model served from `uri`, into its experiment (made when missing). Haystack hands the
+        components' inputs and outputs to the spans unless they keep none."""
+        tracing.tracer.is_content_tracing_enabled = settings.content != "none"
+        name = experiment_name(uri, experiment)
+        client = mlflow.MlflowClient()
+        found = client.get_experiment_by_name(name)
+        experiment_id = found.experiment_id if found is not None else client.create_experiment(name)
+        return cls(settings, experiment_id, model_version, served_model(uri)[1])
+
+    def start(self, question: str, principal: Principal | None, request_id: str) -> RequestTrace:
+        return RequestTrace(self, question, principal, request_id)
+
+    def submit(self, work: Callable[[], None]) -> bool:
+        """Queues `work` for the writer; False (and counted) when the queue is full."""
+        try:
+            self._queue.put_nowait(work)
+            return True
+        except queue.Full:
+            self.dropped += 1
+            logger.warning('{"traces": "dropped", "dropped": %d, "reason": "the trace queue is full"}', self.dropped)
+            return False
+
+    def counts(self) -> dict[str, int]:
+        return {"sent": self.sent, "dropped": self.dropped, "queued": self._queue.qsize()}
+
+    def drain(self, seconds: float = 30.0) -> None:
+        """Waits until everything queued is written (tests, and a server shutting down)."""
+        deadline = time.monotonic() + seconds
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _write(self) -> None:
+        while True:
+            work = self._queue.get()
+            try:
+                work()
+                mlflow.flush_trace_async_logging()  # written before the next: feedback follows its trace
+                self.sent += 1
+            except Exception as error:  # noqa: BLE001 (the store's failure must not end the writer)
+                self.dropped += 1
+                logger.warning('{"traces": "dropped", "dropped": %d, "reason": %r}', self.dropped, str(error))
+            finally:
+                self._queue.task_done()
