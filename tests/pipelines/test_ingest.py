@@ -96,6 +96,7 @@ def test_markdown_chunker_records_heading_paths(tmp_path):
 
 def test_an_unfinished_snapshot_is_never_trusted(tmp_path):
     (tmp_path / "fp").mkdir()  # a killed run left a folder without its manifest
+    (tmp_path / "fp" / MARKER).touch()  # ragtune's, so it may be discarded (tests/adversarial: a user's may not)
     (tmp_path / "fp" / "chunks.jsonl").write_text("garbage")
     cfg = config("ingest.chunk_size=120", "ingest.chunk_overlap=0")
     spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
