@@ -31,6 +31,7 @@ COMMANDS = {
     "promote": Command("serving.promote", "register a run as a model and move an alias after the gate"),
     "serve": Command("serving.serve_command", "serve a promoted model over HTTP with tenant scoping", own_signals=True),
     "traces": Command("serving.online.retention", "prune a served model's traces past serve.trace.retention_days"),
+    "online-report": Command("serving.online.report", "compare a served model's variants on production traces"),
     "audit": Command("serving.acl_audit", "probe every serving path for cross-tenant leaks (exit 1 on a leak)"),
     "calibrate": Command("experiments.tuning.calibrate", "fit CRAG's thresholds on a golden set"),
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),

@@ -132,7 +132,7 @@ def answer_scores(
         if similarity is not None:
             scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
     if not refused:
-        scores |= _citation_scores(meta)
+        scores |= citation_scores(meta)
     return scores | _selfcheck_scores(meta) | agent_scores(meta)
 
 
@@ -148,7 +148,7 @@ def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _citation_scores(meta: dict[str, Any]) -> dict[str, float]:
+def citation_scores(meta: dict[str, Any]) -> dict[str, float]:
     """Read through the answer contract (pipelines/answer_contract.py); needs its optional per-sentence report.
 
     Citation accuracy: the share of citations (`citations` plus `invalid_citations`) that back a supported sentence.

@@ -143,7 +143,8 @@ def prune(cache_dir: Path, selected: list[Snapshot], foreign: list[NotOurs], dry
     print(f"{'would free' if dry_run else 'freed'} {freed / MIB:.1f} MiB in {removed} folder(s)")
 
 
-def _duration(text: str) -> timedelta:
+def duration(text: str) -> timedelta:
+    """A span such as 30d or 12h: the argparse type of --older-than here and of online-report's --since."""
     match = DURATION.fullmatch(text)
     if match is None:
         raise argparse.ArgumentTypeError(f"expected a number and a unit s, m, h, d or w (e.g. 30d), got {text!r}")
@@ -167,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="show each snapshot: fingerprint, size, chunks, created, last used")
     pruning = commands.add_parser("prune", help="remove snapshots by last use")
-    pruning.add_argument("--older-than", type=_duration, help="remove snapshots not used for this long, e.g. 30d")
+    pruning.add_argument("--older-than", type=duration, help="remove snapshots not used for this long, e.g. 30d")
     pruning.add_argument("--keep-last", type=_count, help="always keep the N most recently used snapshots")
     pruning.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
     args = parser.parse_args(argv)

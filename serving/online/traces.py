@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import queue
 import random
 import re
@@ -25,8 +26,11 @@ from typing import Any
 import mlflow
 from haystack import tracing
 from mlflow.entities import LiveSpan, SpanType
+from mlflow.environment_variables import MLFLOW_ENABLE_ASYNC_TRACE_LOGGING
 from mlflow.tracing.trace_manager import InMemoryTraceManager
 
+from components.common.sentences import parse_citations, split_sentences, strip_citations
+from experiments.evaluation.answer_metrics import citation_scores
 from experiments.evaluation.mlflow_traces import MlflowTracer
 from pipelines.instrumentation import lean
 from serving.principals import Principal
@@ -134,13 +138,27 @@ class RequestTrace:
             if trace is not None:
                 trace.info.tags.update({f"{TAG}status": str(status), f"{TAG}refused": str(refused).lower(),
                                         f"{TAG}latency_ms": f"{latency_ms:.1f}",
-                                        f"{TAG}sampled": str(self.tracer is not None).lower()})
+                                        f"{TAG}sampled": str(self.tracer is not None).lower()}
+                                       | ({} if refused else quality_tags(reply)))
         if status != 200:
             self.root.set_status("ERROR")
         end_ns = time.time_ns()
         if not self.traces.submit(lambda: self.root.end(end_time_ns=end_ns)):
             # dropped: freed from MLflow's buffer of open traces (keyed by the OpenTelemetry trace id)
             InMemoryTraceManager.get_instance().pop_trace(int(self.trace_id.removeprefix("tr-"), 16))
+
+
+def quality_tags(reply: dict[str, Any]) -> dict[str, str]:
+    """The reference-free quality of an answered reply, as numeric tags for `ragtune online-report`: citation
+    accuracy and unsupported-sentence rate as evaluation scores them (answer_metrics), from the sentences the reply's
+    answer holds (a sentence is supported unless the reply lists it as unsupported), and the top retrieval score."""
+    unsupported = set(reply.get("unsupported_sentences") or [])
+    sentences = [{"citations": parse_citations(text), "supported": bool(parse_citations(text))
+                  and strip_citations(text) not in unsupported} for text in split_sentences(reply.get("answer") or "")]
+    scores = citation_scores({"citations": reply.get("citations") or [], "sentences": sentences})
+    tags = {f"{TAG}{name.removeprefix('answer/')}": f"{value:.4f}" for name, value in scores.items()}
+    top = [d["score"] for d in reply.get("documents") or [] if d.get("score") is not None]
+    return tags | ({f"{TAG}top_score": f"{max(top):.4f}"} if top else {})
 
 
 def traced(record: RequestTrace | None) -> dict[str, MlflowTracer]:
@@ -161,6 +179,11 @@ class Traces:
         self.owners = Owners()
         self.sent = self.dropped = 0
         self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=settings.queue_size)
+        # The writer thread is already off the request path, so MLflow exports each trace synchronously in it:
+        # its own async export would need a flush per trace (so that a rating reaches the store after its trace),
+        # and a flush waits up to a second for MLflow's worker, which capped the writer at one trace a second.
+        os.environ[MLFLOW_ENABLE_ASYNC_TRACE_LOGGING.name] = "false"
+        mlflow.tracing.reset()
         threading.Thread(target=self._write, name="ragtune-traces", daemon=True).start()
 
     @classmethod
@@ -200,8 +223,7 @@ class Traces:
         while True:
             work = self._queue.get()
             try:
-                work()
-                mlflow.flush_trace_async_logging()  # written before the next: feedback follows its trace
+                work()  # written before the next (synchronous export): a rating follows its trace
                 self.sent += 1
             except Exception as error:  # noqa: BLE001 (the store's failure must not end the writer)
                 self.dropped += 1

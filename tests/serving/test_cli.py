@@ -43,7 +43,7 @@ def test_no_command_or_an_unknown_one_is_a_user_mistake(capsys):
     assert cli.main(["--help"]) == 0
     assert cli.main(["nope"]) == 2
     assert capsys.readouterr().err == (
-        "ragtune: unknown command 'nope'; choose from compare, gate, promote, serve, traces, audit, calibrate, "
+        "ragtune: unknown command 'nope'; choose from compare, gate, promote, serve, traces, online-report, audit, calibrate, "
         "train-grader, cache, testset, doc-sets, config-docs\n"
     )
 
