@@ -31,6 +31,9 @@ HMAC_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 class Principal:
     tenant: str
     groups: tuple[str, ...] = ()
+    # An operator's key (`admin: true` in serve.api_keys_file): may read GET /metrics from off loopback. It sees no
+    # more documents than its tenant and groups allow.
+    admin: bool = False
 
 
 class Unauthenticated(Exception):
@@ -76,7 +79,7 @@ def credential_lookup(serve: ServeSettings, required: bool) -> Callable[[str], P
 
 
 def read_api_keys(path: Path | None) -> dict[str, Principal]:
-    """serve.api_keys_file: `KEY: {tenant: NAME, groups: [..]}` per key."""
+    """serve.api_keys_file: `KEY: {tenant: NAME, groups: [..], admin: true|false}` per key (admin optional)."""
     if path is None:
         raise ConfigError("config key 'serve.api_keys_file': serve.auth=api_keys needs a YAML file of keys")
     try:
@@ -89,9 +92,12 @@ def read_api_keys(path: Path | None) -> dict[str, Principal]:
     for key, entry in entries.items():
         tenant = entry.get("tenant") if isinstance(entry, dict) else None
         groups = entry.get("groups", []) if isinstance(entry, dict) else None
-        if not isinstance(tenant, str) or not tenant or not isinstance(groups, list):
-            raise ConfigError(f"{path}: key {str(key)[:4]}...: needs a non-empty 'tenant' and a list 'groups'")
-        keys[str(key)] = Principal(tenant, tuple(str(g) for g in groups))
+        admin = entry.get("admin", False) if isinstance(entry, dict) else None
+        if not isinstance(tenant, str) or not tenant or not isinstance(groups, list) or not isinstance(admin, bool):
+            raise ConfigError(
+                f"{path}: key {str(key)[:4]}...: needs a non-empty 'tenant', a list 'groups' and 'admin' true or false"
+            )
+        keys[str(key)] = Principal(tenant, tuple(str(g) for g in groups), admin)
     return keys
 
 

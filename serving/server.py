@@ -1,5 +1,5 @@
 """The HTTP API over a promoted pipeline (`serve.py`): /query, an OpenAI-compatible /v1/chat/completions, and
-/healthz and /readyz.
+/healthz and /readyz; /metrics for Prometheus (loopback or an admin key).
 
 Plain FastAPI rather than Hayhooks: Hayhooks serves a pipeline YAML, but what we serve is a bundle whose store
 is filled from a snapshot, whose models are checked against the evaluated ones, and whose every request must be
@@ -21,9 +21,10 @@ from typing import Any, Protocol, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from haystack.errors import FilterError
 from haystack.tracing import Tracer
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +32,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from experiments.runs.config import ConfigError
 from pipelines.errors import UserError
 from serving.online.feedback import UNKNOWN, FeedbackReply, FeedbackRequest, Ratings
-from serving.online.traces import RequestTrace, Traces, traced
+from serving.online.metrics import ServerMetrics
+from serving.online.traces import RequestTrace, Traces, served_model, traced
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
 from serving.replies import AgentStep, ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
@@ -87,6 +89,7 @@ def create_app(
     Unauthenticated when its credentials are not valid."""
     app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    metrics = app.state.metrics = ServerMetrics(lambda: state.traces)
     pending = threading.BoundedSemaphore(limits.max_pending)
 
     @app.exception_handler(RequestValidationError)
@@ -138,7 +141,28 @@ def create_app(
             raise HTTPException(404, UNKNOWN)
         if not accepted:
             raise HTTPException(503, "busy: the trace queue is full; rate it again later")
+        metrics.rated(body.rating, body.scale)
         return FeedbackReply(trace_id=body.trace_id)
+
+    # Every method: another method's 405 would reveal the route to a client that gets 404.
+    @app.api_route("/metrics", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+                   include_in_schema=False)
+    def prometheus(request: Request) -> Response:
+        """Prometheus' scrape, for loopback clients (unless a proxy is in front, which makes every client look
+        like loopback) and admin keys; anyone else gets the 404 of an unknown path, which does not reveal it."""
+        client = request.client.host if request.client else None
+        proxied = limits.auth == "header" or limits.trust_proxy
+        if proxied or client not in LOOPBACK:
+            try:
+                principal = authenticate(request)
+            except Unauthenticated:
+                principal = None
+            request.state.principal = principal
+            if principal is None or not principal.admin:
+                raise StarletteHTTPException(404)
+        if request.method not in ("GET", "HEAD"):
+            raise StarletteHTTPException(405, headers={"Allow": "GET, HEAD"})
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/readyz")
     def readyz() -> JSONResponse:
@@ -189,6 +213,7 @@ def create_app(
             _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
                  reason)
             request.state.logged = True  # its one line is written: `refused` writes no second one
+            metrics.answered(status, served_model(state.model_uri)[1], seconds, reply.get("stages_ms"))
             if record is not None:
                 record.finish(status, reply)
         if reason is not None:
@@ -239,6 +264,7 @@ def refused(
     and the request id both carry."""
     request_id = getattr(request.state, "request_id", None) or uuid.uuid4().hex
     principal = getattr(request.state, "principal", None)
+    request.app.state.metrics.refused(status, request)
     if not getattr(request.state, "logged", False):
         logger.info(json.dumps({
             "request_id": request_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,

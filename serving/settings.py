@@ -69,7 +69,8 @@ class ServeSettings:
     # token whose claims carry the tenant and groups; header: X-Tenant and X-Groups set by a proxy in front (refused
     # unless host is loopback or trust_proxy is true). No principal, or an unknown one: 401.
     auth: str = "api_keys"
-    # YAML: KEY: {tenant: acme, groups: [hr]}, e.g. data/demo/api_keys.yaml for the demo's tenants.
+    # YAML: KEY: {tenant: acme, groups: [hr]}, e.g. data/demo/api_keys.yaml for the demo's tenants; `admin: true` on
+    # a key lets it read GET /metrics from off loopback (it still sees only its own tenant's documents).
     api_keys_file: str | None = None
     jwt: JwtSettings = field(default_factory=JwtSettings)
     # auth=header from a host other than loopback: true says a proxy that sets the headers is in front.

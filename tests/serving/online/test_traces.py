@@ -12,16 +12,13 @@ from fastapi.testclient import TestClient
 from haystack import tracing
 
 import serving.online.retention as retention
-from experiments.runs.indexed import prepare_pipeline
 from serving.cli import main as cli
 from serving.loopback import free_port, wait_until_up
 from serving.online.traces import Traces
 from serving.principals import Principal
 from serving.pyfunc_answerer import PyfuncAnswerer
-from serving.served_pipeline import ServedPipeline
 from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings
-from tests.support.shipped import composed
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}
 ACME, BETA = {"Authorization": "Bearer k-acme"}, {"Authorization": "Bearer k-beta"}
@@ -227,14 +224,6 @@ def test_a_tracking_server_that_stops_mid_load_drops_traces_and_fails_no_reply(t
         mlflow.set_tracking_uri(before)
         server.terminate()
         server.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def bm25(tmp_path_factory: pytest.TempPathFactory) -> ServedPipeline:
-    """BM25 and the extractive answerer over the demo corpus: the cheap offline pipeline, indexed once."""
-    cache = tmp_path_factory.mktemp("cache")
-    cfg = composed("pipeline=bm25", "answer=extractive", "+pipeline.answer=${answer.stage}", f"paths.cache={cache}")
-    return ServedPipeline.warm(prepare_pipeline(cfg))
 
 
 @pytest.mark.parametrize("content", ["full", "redacted"])
