@@ -123,20 +123,21 @@ def test_sigint_between_trials_ends_the_study_killed_with_the_finished_trials_wr
 
 
 @pytest.mark.slow
-def test_a_trial_whose_overrides_do_not_compose_is_a_failed_trial_and_the_study_goes_on(tmp_path):
+@pytest.mark.parametrize(("key", "good", "bad"), [("retriever.top_k", "5", "abc"), ("reranker", "none", "nonexistent")])
+def test_a_trial_whose_overrides_do_not_compose_is_a_failed_trial_and_the_study_goes_on(tmp_path, key, good, bad):
     result = subprocess.run(_study(tmp_path, "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler=grid",
-                                   "retriever.top_k=choice(5,abc)"),
+                                   "retriever.top_k=5", f"{key}=choice({good},{bad})"),  # a space of two points
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    trials = {row["param retriever.top_k"]: row for row in _trials(tmp_path)}
-    assert trials["5"]["state"] == "complete" and trials["abc"]["state"] == "failed"
-    assert "retriever.top_k=abc" in trials["abc"]["error"]
+    trials = {row[f"param {key}"]: row for row in _trials(tmp_path)}
+    assert trials[good]["state"] == "complete" and trials[bad]["state"] == "failed"
+    assert bad in trials[bad]["error"]
     parent = _parent(tmp_path)
     assert parent.info.status == "FINISHED" and parent.data.metrics["optuna/failed_trials"] == 1
     children = [r for r in client(tmp_path).search_runs([parent.info.experiment_id])
                 if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     failed = [r for r in children if r.info.status == "FAILED"]
-    assert len(failed) == 1 and "ConfigCompositionException" in failed[0].data.tags["ragtune.error"]
+    assert len(failed) == 1 and bad in failed[0].data.tags["ragtune.error"]
     # The 1-question test part's intervals are marked as not meaningful: printed, in the table, on the runs.
     assert "(CI not meaningful: 1 question, fewer than 10)" in result.stderr
     with (tmp_path / "sweep" / "optuna_test.csv").open(encoding="utf-8") as f:
