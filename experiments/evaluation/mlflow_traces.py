@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -58,17 +60,57 @@ class _MlflowSpan(Span):
         return self.live
 
 
+class DeferredEnds:
+    """The spans of a request whose ends wait for the trace writer. Ending an MLflow span exports it to the store,
+    and the request thread must never wait on the store: it starts its spans (in memory) and records when each
+    ended; the writer ends them at those times, then the root."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, LiveSpan] = {}
+        self._ended: list[tuple[LiveSpan, int | None]] = []
+        self._closed = False
+
+    def opened(self, live: LiveSpan) -> None:
+        with self._lock:
+            if not self._closed:
+                self._open[id(live)] = live
+
+    def ended(self, live: LiveSpan) -> None:
+        at = time.time_ns()
+        with self._lock:
+            if not self._closed:
+                self._open.pop(id(live), None)
+                self._ended.append((live, at))
+
+    def close(self) -> list[tuple[LiveSpan, int | None]]:
+        """The spans to end, each with its end time; a span still open (a timed-out request's pipeline runs on) ends
+        when the writer ends it, marked as an error. Spans that end later are not recorded."""
+        with self._lock:
+            self._closed = True
+            return [*self._ended, *((live, None) for live in self._open.values())]
+
+
+def end_spans(spans: list[tuple[LiveSpan, int | None]]) -> None:
+    """Ends (and so exports) what DeferredEnds.close returned, in the order the spans ended."""
+    for live, at in spans:
+        if at is None:
+            live.set_status("ERROR")
+        live.end(end_time_ns=at)
+
+
 class MlflowTracer(Tracer):
     """Haystack's spans as MLflow spans of the current trace (a new trace when none is open), or under `root`: a
-    span its caller opened and ends (serve.py's request spans, ended by the trace writer off the request path).
-    `shown` makes what the spans keep of a value (serving.online.traces redacts it); default `lean`, or as is
-    with `full`."""
+    span its caller opened and ends (serve.py's request spans, ended by the trace writer off the request path, which
+    also ends the spans under it: `deferred`). `shown` makes what the spans keep of a value
+    (serving.online.traces redacts it); default `lean`, or as is with `full`."""
 
     def __init__(
         self, full: bool = False, root: LiveSpan | None = None, shown: Callable[[Any], Any] | None = None
     ) -> None:
         self.root = root
         self.shown = shown or ((lambda value: value) if full else lean)
+        self.deferred = DeferredEnds() if root is not None else None
         self._current: list[_MlflowSpan] = []
 
     @contextlib.contextmanager
@@ -83,7 +125,8 @@ class MlflowTracer(Tracer):
             SpanType.CHAIN if operation_name != COMPONENT_RUN else SpanType.UNKNOWN,
         )
         parent = self._current[-1].live if self._current else self.root
-        opened = mlflow.start_span(name=name, span_type=span_type) if parent is None else _child(parent, name, span_type)
+        opened = (mlflow.start_span(name=name, span_type=span_type) if parent is None
+                  else _child(parent, name, span_type, self.deferred))
         with opened as live:
             span = _MlflowSpan(live, self.shown)
             for key, value in tags.items():
@@ -99,16 +142,22 @@ class MlflowTracer(Tracer):
 
 
 @contextlib.contextmanager
-def _child(parent: LiveSpan, name: str, span_type: str) -> Iterator[LiveSpan]:
-    """A span under `parent`, outside MLflow's context: its request thread is not the one that ends the trace."""
+def _child(parent: LiveSpan, name: str, span_type: str, deferred: DeferredEnds | None) -> Iterator[LiveSpan]:
+    """A span under `parent`, outside MLflow's context: its request thread is not the one that ends the trace.
+    With `deferred`, its end is left to the trace writer."""
     live = mlflow.start_span_no_context(name=name, span_type=span_type, parent_span=parent)
+    if deferred is not None:
+        deferred.opened(live)
     try:
         yield live
     except BaseException:
         live.set_status("ERROR")
         raise
     finally:
-        live.end()
+        if deferred is None:
+            live.end()
+        else:
+            deferred.ended(live)
 
 
 class QuestionTraces:

@@ -31,7 +31,7 @@ from mlflow.tracing.trace_manager import InMemoryTraceManager
 
 from components.common.sentences import parse_citations, split_sentences, strip_citations
 from experiments.evaluation.answer_metrics import citation_scores
-from experiments.evaluation.mlflow_traces import MlflowTracer
+from experiments.evaluation.mlflow_traces import MlflowTracer, end_spans
 from pipelines.instrumentation import lean
 from serving.principals import Principal
 from serving.settings import TraceSettings
@@ -143,7 +143,13 @@ class RequestTrace:
         if status != 200:
             self.root.set_status("ERROR")
         end_ns = time.time_ns()
-        if not self.traces.submit(lambda: self.root.end(end_time_ns=end_ns)):
+        children = self.tracer.deferred.close() if self.tracer and self.tracer.deferred else []
+
+        def write() -> None:  # in the writer thread: ending a span exports it
+            end_spans(children)
+            self.root.end(end_time_ns=end_ns)
+
+        if not self.traces.submit(write):
             # dropped: freed from MLflow's buffer of open traces (keyed by the OpenTelemetry trace id)
             InMemoryTraceManager.get_instance().pop_trace(int(self.trace_id.removeprefix("tr-"), 16))
 
@@ -179,9 +185,10 @@ class Traces:
         self.owners = Owners()
         self.sent = self.dropped = 0
         self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=settings.queue_size)
-        # The writer thread is already off the request path, so MLflow exports each trace synchronously in it:
-        # its own async export would need a flush per trace (so that a rating reaches the store after its trace),
-        # and a flush waits up to a second for MLflow's worker, which capped the writer at one trace a second.
+        # Every span of a request is ended, and so exported, in the writer thread (DeferredEnds), so MLflow exports
+        # synchronously there: its own async export would need a flush per trace (a rating must reach the store
+        # after its trace), a flush waits up to a second for MLflow's worker, and while it flushes MLflow exports
+        # in the caller's thread.
         os.environ[MLFLOW_ENABLE_ASYNC_TRACE_LOGGING.name] = "false"
         mlflow.tracing.reset()
         threading.Thread(target=self._write, name="ragtune-traces", daemon=True).start()
