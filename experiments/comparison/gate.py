@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from experiments.comparison.paired_compare import compare_records, load_per_question
 from experiments.comparison.significance import PairedComparison
+from experiments.datasets.holdout import USE_KEY as HOLDOUT_PARAM
 from experiments.evaluation.metric_names import lower_is_better
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError
@@ -41,7 +42,6 @@ EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE = 0, 1, 2
 # What run.py tags each run with (runner._tag_identity): the data set's name, and the fingerprint of its
 # corpus, golden set and settings.
 DATASET_TAG, DATASET_FINGERPRINT_TAG = "ragtune.dataset", "ragtune.dataset_fingerprint"
-HOLDOUT_PARAM = "dataset.holdout.use"  # all, dev or test: parts of one golden set have fingerprints of their own
 
 
 def regression_limit(text: str) -> float:

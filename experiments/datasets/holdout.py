@@ -22,6 +22,9 @@ from experiments.datasets.settings import HoldoutSettings
 from experiments.evaluation.report import ci_note
 
 ALL, DEV, TEST = "all", "dev", "test"
+# The config key (and the run param) naming the part a run answers: parts of one golden set have fingerprints of
+# their own, and an Optuna study sets it itself.
+USE_KEY = "dataset.holdout.use"
 
 
 def stratum(item: GoldenItem) -> tuple[str, str, bool]:

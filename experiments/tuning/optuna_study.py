@@ -26,6 +26,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from experiments.comparison.significance import Interval, PairedComparison, mean_ci, paired
+from experiments.datasets.holdout import USE_KEY as HOLDOUT_KEY
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.report import ci_note
 from experiments.runs.config import ConfigError
@@ -34,7 +35,6 @@ from experiments.tuning.search_space import SearchSpace
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")
-HOLDOUT_KEY = "dataset.holdout.use"
 DEV, TEST = f"{HOLDOUT_KEY}=dev", f"{HOLDOUT_KEY}=test"
 
 
