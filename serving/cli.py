@@ -32,6 +32,7 @@ COMMANDS = {
     "serve": Command("serving.serve_command", "serve a promoted model over HTTP with tenant scoping", own_signals=True),
     "traces": Command("serving.online.retention", "prune a served model's traces past serve.trace.retention_days"),
     "online-report": Command("serving.online.report", "compare a served model's variants on production traces"),
+    "harvest": Command("serving.online.harvest", "production failures as golden-set candidates; append reviewed ones"),
     "audit": Command("serving.acl_audit", "probe every serving path for cross-tenant leaks (exit 1 on a leak)"),
     "calibrate": Command("experiments.tuning.calibrate", "fit CRAG's thresholds on a golden set"),
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),
@@ -53,6 +54,7 @@ def usage() -> str:
 
 def run_command(name: str, argv: Sequence[str]) -> int:
     """Runs one command under the exit-code policy."""
+    from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from experiments.runs import interrupts
@@ -71,8 +73,10 @@ def run_command(name: str, argv: Sequence[str]) -> int:
         signum = e.signum if isinstance(e, interrupts.Interrupted) else signal.SIGINT
         print(f"ragtune {name}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
         return EXIT_SIGNAL[signum]
-    except (UserError, OmegaConfBaseException) as e:
-        print(f"ragtune {name}: error: {e}", file=sys.stderr)
+    except (UserError, OmegaConfBaseException, HydraException) as e:
+        # Hydra's override errors say what they tried; their cause says why (e.g. a value of the wrong type).
+        why = str(e.__cause__).splitlines()[0] if isinstance(e, HydraException) and e.__cause__ else ""
+        print(f"ragtune {name}: error: {e}{f': {why}' if why else ''}", file=sys.stderr)
         return EXIT_USER_ERROR
     except Exception as e:  # noqa: BLE001
         from mlflow.exceptions import MlflowException

@@ -9,6 +9,7 @@ say whose groups it means. serve.py and the pyfunc model both scope through `sco
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,10 @@ class Principal:
     # An operator's key (`admin: true` in serve.api_keys_file): may read GET /metrics from off loopback. It sees no
     # more documents than its tenant and groups allow.
     admin: bool = False
+    # Who, within the tenant: an API key's `user` (else a hash of the key), a JWT's `sub`, a proxy's X-User. It
+    # keeps a user on one served variant (serving.online.variants) and lets only them rate their replies; it
+    # widens or narrows no document's visibility.
+    subject: str = ""
 
 
 class Unauthenticated(Exception):
@@ -79,7 +84,8 @@ def credential_lookup(serve: ServeSettings, required: bool) -> Callable[[str], P
 
 
 def read_api_keys(path: Path | None) -> dict[str, Principal]:
-    """serve.api_keys_file: `KEY: {tenant: NAME, groups: [..], admin: true|false}` per key (admin optional)."""
+    """serve.api_keys_file: `KEY: {tenant: NAME, groups: [..], admin: true|false, user: NAME}` per key (admin and
+    user optional)."""
     if path is None:
         raise ConfigError("config key 'serve.api_keys_file': serve.auth=api_keys needs a YAML file of keys")
     try:
@@ -93,21 +99,29 @@ def read_api_keys(path: Path | None) -> dict[str, Principal]:
         tenant = entry.get("tenant") if isinstance(entry, dict) else None
         groups = entry.get("groups", []) if isinstance(entry, dict) else None
         admin = entry.get("admin", False) if isinstance(entry, dict) else None
-        if not isinstance(tenant, str) or not tenant or not isinstance(groups, list) or not isinstance(admin, bool):
+        user = entry.get("user", key_subject(str(key))) if isinstance(entry, dict) else None
+        if (not isinstance(tenant, str) or not tenant or not isinstance(groups, list) or not isinstance(admin, bool)
+                or not isinstance(user, str) or not user):
             raise ConfigError(
-                f"{path}: key {str(key)[:4]}...: needs a non-empty 'tenant', a list 'groups' and 'admin' true or false"
+                f"{path}: key {str(key)[:4]}...: needs a non-empty 'tenant', a list 'groups', 'admin' true or false "
+                f"and, if given, a non-empty 'user'"
             )
-        keys[str(key)] = Principal(tenant, tuple(str(g) for g in groups), admin)
+        keys[str(key)] = Principal(tenant, tuple(str(g) for g in groups), admin, user)
     return keys
 
 
+def key_subject(key: str) -> str:
+    """A key's user when the keys file names none: a short hash, so the key itself is never kept or logged."""
+    return "key:" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 def from_headers(headers: Mapping[str, str]) -> Principal | None:
-    """X-Tenant and X-Groups (comma-separated), set by a trusted proxy in front."""
+    """X-Tenant, X-Groups (comma-separated) and X-User, set by a trusted proxy in front."""
     tenant = (headers.get("x-tenant") or "").strip()
     if not tenant:
         return None
     groups = tuple(g.strip() for g in (headers.get("x-groups") or "").split(",") if g.strip())
-    return Principal(tenant, groups)
+    return Principal(tenant, groups, subject=(headers.get("x-user") or "").strip())
 
 
 class JwtVerifier:
@@ -147,7 +161,8 @@ class JwtVerifier:
             logger.info("jwt rejected: claim %r must be a non-empty string and %r a list", settings.tenant_claim,
                         settings.groups_claim)
             return None
-        return Principal(tenant, tuple(str(g) for g in groups))
+        subject = claims.get("sub")
+        return Principal(tenant, tuple(str(g) for g in groups), subject=subject if isinstance(subject, str) else "")
 
 
 def _check_key(key: bytes, algorithm: str, key_file: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from mlflow.protos.databricks_pb2 import (
 from pydantic import ValidationError
 
 from experiments.runs.config import ConfigError
-from serving.online.traces import Traces, model_version, traced
+from serving.online.traces import Traces, model_version, served_model, traced
+from serving.online.variants import Variant
 from serving.principals import Principal, credential_lookup, scoped_filters
 from serving.request_schema import PyfuncRequest, RequestRefused, check_request
 from serving.served_pipeline import ServedPipeline
@@ -58,6 +59,8 @@ class PyfuncAnswerer:
     settings: ServeSettings
     lookup: Callable[[str], Principal | None] | None  # None: no credentials configured
     traces: Traces | None = None
+    # What its traces call the served model: models:/NAME@ALIAS's alias and its registered version.
+    variant: Variant = field(default_factory=lambda: Variant("champion", ""))
 
     @classmethod
     def load(cls, bundle: Path) -> PyfuncAnswerer:
@@ -76,10 +79,11 @@ class PyfuncAnswerer:
             raise ConfigError(f"pipeline {served.indexed.query.name} has no 'filters' input, so requests to a "
                               "tenant-split index cannot be kept to their principal")
         logger.info("pyfunc model: its index is %s", access.summary())
-        traces, uri = None, cfg.model
-        if settings.trace.enabled and uri is not None:
-            traces = Traces.for_model(settings.trace, str(uri), settings.trace_experiment, model_version(str(uri)))
-        return cls(served, settings, lookup, traces)
+        if not settings.trace.enabled or cfg.model is None:
+            return cls(served, settings, lookup)
+        uri = str(cfg.model)
+        variant = Variant(served_model(uri)[1], uri, model_version(uri))
+        return cls(served, settings, lookup, Traces.for_model(settings.trace, uri, settings.trace_experiment), variant)
 
     def principal(self, credentials: str | None) -> Principal | None:
         """None: an anonymous request that the settings let through (public documents only, or an index without
@@ -114,7 +118,7 @@ class PyfuncAnswerer:
         # where the scope is every document: it then runs unfiltered, and a client's own filters are refused.
         scope = scoped_filters(principal, filters) if self.served.takes_filters else filters
         request_id = uuid.uuid4().hex
-        record = self.traces.start(question, principal, request_id) if self.traces else None
+        record = self.traces.start(question, principal, request_id, self.variant) if self.traces else None
         status, reply = 200, {}
         try:
             reply = self.served.ask(question, history, scope, stages=stages, **traced(record))

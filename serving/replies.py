@@ -60,6 +60,9 @@ class QueryReply(BaseModel):
     stages: dict[str, list[DocumentRef]] | None = None
     stages_ms: dict[str, float]
     trace_id: str
+    # The served alias that answered (serve.variants), and its registered version ("" for a run served directly).
+    variant: str
+    model_version: str
 
 
 class ChatMessageOut(BaseModel):

@@ -15,15 +15,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import InitVar, dataclass, field
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from haystack.errors import FilterError
-from haystack.tracing import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -33,7 +32,8 @@ from experiments.runs.config import ConfigError
 from pipelines.errors import UserError
 from serving.online.feedback import UNKNOWN, FeedbackReply, FeedbackRequest, Ratings
 from serving.online.metrics import ServerMetrics
-from serving.online.traces import RequestTrace, Traces, served_model, traced
+from serving.online.traces import RequestTrace, Traces, served_model, stated_version, traced
+from serving.online.variants import Answerer, Shadow, ShadowJob, Variant, assign
 from serving.principals import Principal, Unauthenticated, credential_lookup, from_headers, scoped_filters
 from serving.replies import AgentStep, ChatChoice, ChatCompletion, ChatMessageOut, QueryReply
 from serving.request_schema import ChatRequest, QueryRequest, RequestRefused, Turn, check_request
@@ -42,7 +42,7 @@ from serving.settings import ServeSettings
 logger = logging.getLogger("ragtune.serve")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 # Headers that say who asks: sent twice (a proxy that appends instead of replacing), the request is refused.
-IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups")
+IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups", "x-user")
 ANONYMOUS = "anonymous"
 # A request whose client closed the connection before its reply, logged as nginx logs it.
 CLIENT_CLOSED = 499
@@ -57,27 +57,33 @@ class Refusal(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": Refusal} for status in (400, 401, 413, 503, 504)}
 
 
-class Answerer(Protocol):
-    """What the server needs of a loaded pipeline (serving.bundle.ServedPipeline)."""
-
-    def ask(
-        self,
-        question: str,
-        history: Sequence[Mapping[str, str]] | None = None,
-        filters: Mapping[str, Any] | None = None,
-        stages: bool = False,
-        on_token: Callable[[str], None] | None = None,
-        on_step: Callable[[dict[str, Any]], None] | None = None,
-        tracer: Tracer | None = None,
-    ) -> dict[str, Any]: ...
-
-
 @dataclass
 class ServerState:
-    answerer: Answerer | None = None
-    model_uri: str = ""
+    """What is served: one variant, made from `answerer` and `model_uri` when `variants` is not given; `shadow`
+    answers every answered request again, unseen (serving.online.variants)."""
+
+    answerer: InitVar[Answerer | None] = None
+    model_uri: InitVar[str] = ""
     # serve.trace: None records no traces, and /feedback answers 404.
     traces: Traces | None = None
+    variants: list[Variant] = field(default_factory=list)
+    shadow: Variant | None = None
+    # serve.variant_salt
+    salt: str = "ragtune"
+
+    def __post_init__(self, answerer: Answerer | None, model_uri: str) -> None:
+        if not self.variants:
+            self.variants = [Variant(served_model(model_uri)[1], model_uri, stated_version(model_uri), answerer=answerer)]
+
+    @property
+    def served_uri(self) -> str:
+        """The URI a client is told it talks to: the one variant's, or the registered model's when several."""
+        first = self.variants[0].uri
+        return first if len(self.variants) == 1 else f"models:/{served_model(first)[0]}"
+
+    @property
+    def loaded(self) -> bool:
+        return all(v.answerer is not None for v in [*self.variants, *([self.shadow] if self.shadow else [])])
 
 
 def create_app(
@@ -90,6 +96,8 @@ def create_app(
     app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     metrics = app.state.metrics = ServerMetrics(lambda: state.traces)
+    shadow = app.state.shadow = (Shadow(state.shadow, limits.shadow_concurrency, state.traces, metrics.shadow_answered)
+                                 if state.shadow is not None else None)
     pending = threading.BoundedSemaphore(limits.max_pending)
 
     @app.exception_handler(RequestValidationError)
@@ -121,8 +129,9 @@ def create_app(
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         """`traces`: how many traces (and ratings) went to MLflow, were dropped (the queue was full, or the store
-        refused them) and wait in the queue."""
-        return {"status": "ok"} | ({"traces": state.traces.counts()} if state.traces else {})
+        refused them) and wait in the queue; `shadow_shed`: requests the shadow was too busy to answer."""
+        return ({"status": "ok"} | ({"traces": state.traces.counts()} if state.traces else {})
+                | ({"shadow_shed": shadow.shed} if shadow else {}))
 
     ratings: dict[int, Ratings] = {}  # per Traces, made once the model (and its traces) are loaded
 
@@ -166,8 +175,12 @@ def create_app(
 
     @app.get("/readyz")
     def readyz() -> JSONResponse:
-        ready = state.answerer is not None
-        return JSONResponse({"ready": ready, "model": state.model_uri}, status_code=200 if ready else 503)
+        """`variants`: each served alias's registered version (and the shadow's, which answers unseen)."""
+        ready = state.loaded
+        served = {v.name: v.version for v in state.variants}
+        return JSONResponse({"ready": ready, "model": state.served_uri, "variants": served}
+                            | ({"shadow": {state.shadow.name: state.shadow.version}} if state.shadow else {}),
+                            status_code=200 if ready else 503)
 
     async def answer(
         request: Request,
@@ -182,19 +195,21 @@ def create_app(
             check_request(question, [turn.content for turn in history], filters, limits)
         except RequestRefused as e:
             raise HTTPException(e.status, e.reason) from None
-        if state.answerer is None:
+        request_id = request.state.request_id
+        variant = assign(state.variants, principal, request_id, state.salt)
+        if variant.answerer is None:
             raise HTTPException(503, "not ready: the model is loading")
         if not pending.acquire(blocking=False):
             raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
         start = time.perf_counter()
-        record = state.traces.start(question, principal, request.state.request_id) if state.traces else None
-        trace_id = record.trace_id if record else request.state.request_id
+        record = state.traces.start(question, principal, request_id, variant) if state.traces else None
+        trace_id = record.trace_id if record else request_id
         scoped = scoped_filters(principal, filters)
         turns = [t.model_dump() for t in history]
         status, reply, reason = 200, {}, None
         try:
             work = asyncio.to_thread(
-                _run_then_release, state.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step,
+                _run_then_release, variant.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step,
                 record,
             )
             reply = await unless_hung_up(request, asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s))
@@ -213,12 +228,14 @@ def create_app(
             _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
                  reason)
             request.state.logged = True  # its one line is written: `refused` writes no second one
-            metrics.answered(status, served_model(state.model_uri)[1], seconds, reply.get("stages_ms"))
+            metrics.answered(status, variant.name, seconds, reply.get("stages_ms"))
             if record is not None:
                 record.finish(status, reply)
         if reason is not None:
             raise HTTPException(status, reason)
-        return reply | {"trace_id": trace_id}
+        if shadow is not None and not shadow.offer(ShadowJob(question, turns, scoped, principal, request_id)):
+            metrics.shadow_shed()
+        return reply | {"trace_id": trace_id, "variant": variant.name, "model_version": variant.version}
 
     # Two shapes per route (a JSON reply, or server-sent events with "stream": true), so the JSON one is declared
     # in `responses` and checked by its model here.
@@ -244,11 +261,12 @@ def create_app(
         question, history = body.messages[-1].content, body.messages[:-1]
         if body.stream:
             return await streamed(
-                lambda on_token, _: answer(request, principal, question, history, None, on_token), ChatChunks(state.model_uri)
+                lambda on_token, _: answer(request, principal, question, history, None, on_token),
+                ChatChunks(state.served_uri),
             )
         reply = QueryReply.model_validate(await answer(request, principal, question, history, None))
         return ChatCompletion(
-            id=f"chatcmpl-{reply.trace_id}", created=int(time.time()), model=state.model_uri,
+            id=f"chatcmpl-{reply.trace_id}", created=int(time.time()), model=state.served_uri,
             choices=[ChatChoice(index=0, finish_reason="stop",
                                 message=ChatMessageOut(role="assistant", content=reply.answer or ""))],
             ragtune=reply,

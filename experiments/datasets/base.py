@@ -102,8 +102,8 @@ def corpus_fingerprint(documents: Sequence[Document]) -> str:
     return digest.hexdigest()
 
 
-# GoldenItem fields added after the first fingerprints were logged (the agent's `rows` and `tools`).
-_FIELDS_ADDED_LATER = ("rows", "tools")
+# GoldenItem fields added after the first fingerprints were logged (the agent's `rows` and `tools`; `candidate`).
+_FIELDS_ADDED_LATER = ("rows", "tools", "candidate")
 
 
 def golden_fingerprint(items: Sequence[GoldenItem]) -> str:

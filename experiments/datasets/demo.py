@@ -39,7 +39,8 @@ def load_demo(config: DemoDataset) -> Dataset:
 
     meta_path = resolve_path(config.meta_file, "meta_file", is_dir=False) if config.meta_file else None
     documents, skipped = load_corpus(corpus_dir, "**/*", meta_path, AUTO_ENCODING)
-    golden = [item for path in golden_paths for item in load_golden(path, documents, skipped)]
+    golden = [item for path in golden_paths
+              for item in load_golden(path, documents, skipped, config.include_candidates)]
     if subset is not None:
         # Re-locate within the subset so no span or relevant doc points outside the searched documents.
         documents = [doc for doc in documents if doc.id.startswith(f"{subset}/")]

@@ -7,6 +7,10 @@ back to offsets in the original canonical text, which is what chunk spans refer 
 Unknown keys are problems too (a misnamed `answer` would otherwise leave every item unjudged): each one is
 reported with the key it probably meant. Deliberate extra fields go to `GoldenItem.extra` when their key
 starts with `x_` (`"x_owner": "hr"`) or when they are nested under `meta` (`"meta": {"owner": "hr"}`).
+
+`"status": "candidate"` marks an item nobody has reviewed yet (`ragtune harvest` writes them from production
+failures); absent or `"reviewed"`, it is reviewed. `load_golden` skips candidates unless told to include them, so an
+unreviewed guess never moves a metric by accident.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import logging
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +33,7 @@ from components.routers.routes import CONVERSATIONAL, ROUTES
 from pipelines.agent_tools import AGENT_TOOLS
 from pipelines.errors import UserError
 
+logger = logging.getLogger(__name__)
 _WHITESPACE = re.compile(r"\s+")
 _TOKEN = re.compile(r"\S+")
 _QUOTE_PREVIEW = 80
@@ -46,6 +52,7 @@ _KNOWN_KEYS = frozenset(
         "route",
         "rows",
         "tools",
+        "status",
     }
 )
 _EXTRA_PREFIX = "x_"
@@ -54,6 +61,7 @@ _REFERENCES = ("evidence", "relevant_doc_ids", "rows", "reference_answer")
 ROW_ID = re.compile(r"sql:[A-Za-z_][A-Za-z0-9_]*/\S+")
 HISTORY_ROLES = ("user", "assistant", "system")
 _EXTRA_KEY = "meta"
+CANDIDATE, REVIEWED = "candidate", "reviewed"
 # Names other tools use for golden fields; checked (lower-cased) before difflib's spelling suggestions.
 _ALIASES = {
     "answer": "reference_answer",
@@ -116,6 +124,8 @@ class GoldenItem:
     rows: tuple[str, ...] = ()
     # The tools an agent should call, in order (kb_search, sql_query); scored as agent/tool_choice_accuracy.
     tools: tuple[str, ...] = ()
+    # `"status": "candidate"`: not reviewed yet, skipped unless the loader includes candidates.
+    candidate: bool = False
     evidence_spans: tuple[tuple[EvidenceSpan, ...], ...] = ()
     extra: dict = field(default_factory=dict)
 
@@ -149,22 +159,37 @@ def parse_golden(lines: Iterable[str], origin: str) -> list[GoldenItem]:
     return [item for _, item in parsed]
 
 
+def parse_golden_file(path: str | Path) -> list[tuple[int, GoldenItem]]:
+    """(line number, item) for every item of the golden JSONL at `path`, candidates included (quotes not located);
+    raises GoldenError listing every problem."""
+    origin = str(path)
+    parsed, problems = _parse_file(path)
+    if problems:
+        raise GoldenError(origin, problems)
+    return parsed
+
+
 def load_golden(
-    path: str | Path, documents: Sequence[Document], skipped: Mapping[str, str] | None = None
+    path: str | Path,
+    documents: Sequence[Document],
+    skipped: Mapping[str, str] | None = None,
+    include_candidates: bool = False,
 ) -> list[GoldenItem]:
     """Parse the golden JSONL at `path` and locate its quotes in `documents`; one GoldenError for all problems.
 
     `skipped` maps the doc ids of corpus files left out at conversion to the reason, so an item citing one
-    says why the file is missing instead of calling its id unknown.
+    says why the file is missing instead of calling its id unknown. Items marked `"status": "candidate"` are left
+    out (and their quotes not looked for) unless `include_candidates`; one log line says how many.
     """
     origin = str(path)
-    try:
-        with Path(path).open(encoding="utf-8-sig") as handle:
-            parsed, problems = _parse(handle, origin)
-    except UnicodeDecodeError as e:
-        raise GoldenError(origin, [f"{origin}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
+    parsed, problems = _parse_file(path)
     if not parsed and not problems:
         problems = [f"{origin}: no golden items (the file is empty)"]
+    candidates = sum(item.candidate for _, item in parsed)
+    if candidates and not include_candidates:
+        parsed = [(line, item) for line, item in parsed if not item.candidate]
+        logger.info("golden set %s: skipped %d candidate item(s) (\"status\": \"candidate\", not reviewed yet); "
+                    "dataset.include_candidates=true loads them", origin, candidates)
     items = [item for _, item in parsed]
     wheres = [f"{origin}:{line}" for line, _ in parsed]
     located, locate_problems = _locate(items, wheres, documents, skipped or {})
@@ -202,6 +227,15 @@ def locate_each(items: Sequence[GoldenItem], documents: Sequence[Document]) -> l
     return [
         found if (found := by_id.get(item.id)) is not None and all(found.evidence_spans) else None for item in items
     ]
+
+
+def _parse_file(path: str | Path) -> tuple[list[tuple[int, GoldenItem]], list[str]]:
+    origin = str(path)
+    try:
+        with Path(path).open(encoding="utf-8-sig") as handle:
+            return _parse(handle, origin)
+    except UnicodeDecodeError as e:
+        return [], [f"{origin}: not UTF-8 text ({e.reason} at byte {e.start})"]
 
 
 def _parse(lines: Iterable[str], origin: str) -> tuple[list[tuple[int, GoldenItem]], list[str]]:
@@ -276,6 +310,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         ("rows", lambda v: _is_list_of(v, str) and all(ROW_ID.fullmatch(r) for r in v), "a list of sql:<table>/<key>"),
         ("tools", lambda v: _is_list_of(v, str) and set(v) <= set(AGENT_TOOLS), f"a list of {', '.join(AGENT_TOOLS)}"),
         (_EXTRA_KEY, lambda v: isinstance(v, dict), "an object"),
+        ("status", lambda v: v in (CANDIDATE, REVIEWED), f"{CANDIDATE!r} or {REVIEWED!r} (absent: reviewed)"),
     ):
         if key in values and not ok(values[key]):
             problems.append(
@@ -303,6 +338,7 @@ def _item(record: dict[str, Any], where: str) -> tuple[GoldenItem | None, list[s
         route=values.get("route"),
         rows=tuple(values.get("rows", ())),
         tools=tuple(values.get("tools", ())),
+        candidate=values.get("status") == CANDIDATE,
         extra={key: value for key, value in record.items() if key not in _KNOWN_KEYS},
     )
     return item, []

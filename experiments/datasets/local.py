@@ -33,7 +33,7 @@ def load_local(config: LocalDataset) -> Dataset:
     corpus_dir, meta_path = _corpus_paths(config)
     glob, encoding = config.glob, config.encoding
     documents, skipped = load_corpus(corpus_dir, glob, meta_path, encoding)
-    golden = load_golden(golden_path, documents, skipped)
+    golden = load_golden(golden_path, documents, skipped, config.include_candidates)
     return make_dataset(
         name=config.name,
         language=resolve_language(config.language, [doc.content or "" for doc in documents]),

@@ -59,7 +59,16 @@ class DatasetSettings:
 
 
 @dataclass
-class DemoDataset(DatasetSettings):
+class GoldenFileSettings(DatasetSettings):
+    """The kinds whose golden set is golden JSONL files (demo, local)."""
+
+    # Also load the golden items still marked "status": "candidate" (written by `ragtune harvest`, not reviewed yet);
+    # false: reviewed items only, and one log line says how many candidates were skipped.
+    include_candidates: bool = False
+
+
+@dataclass
+class DemoDataset(GoldenFileSettings):
     name: str = "demo"
     kind: str = "demo"
     # en | zh: one language folder only (doc ids under "<subset>/", golden ids "<subset>-*"); null: both.
@@ -80,7 +89,7 @@ class DemoDataset(DatasetSettings):
 
 
 @dataclass
-class LocalDataset(DatasetSettings):
+class LocalDataset(GoldenFileSettings):
     name: str = "local"
     kind: str = "local"
     # Your corpus: a folder of .txt/.md/.html/.pdf files (relative paths resolve against the directory you run from).

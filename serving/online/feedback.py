@@ -70,7 +70,9 @@ class Ratings:
         if earlier is not None:
             mlflow.delete_assessment(trace_id=body.trace_id, assessment_id=earlier)
         written = mlflow.log_feedback(
+            # the comment as the rationale too: the MLflow UI shows a rating's rationale, not its metadata
             trace_id=body.trace_id, name=FEEDBACK_NAME, value=body.rating, metadata=metadata,
+            rationale=metadata.get("comment"),
             source=AssessmentSource(source_type="HUMAN", source_id=identity(principal)),
         )
         with self._lock:

@@ -46,6 +46,14 @@ class ServerMetrics:
             "ragtune_feedback", "Ratings accepted by POST /feedback, by rating and scale", ["rating", "scale"],
             registry=self.registry,
         )
+        self._shadow = Counter(
+            "ragtune_shadow_requests", "Requests the shadow variant answered again, by its status", ["status"],
+            registry=self.registry,
+        )
+        self._shed = Counter(
+            "ragtune_shadow_shed", "Requests not shadowed: every shadow thread was busy (or not loaded yet)",
+            registry=self.registry,
+        )
         self.registry.register(TraceCounts(traces))
 
     def answered(self, status: int, variant: str, seconds: float, stages_ms: Mapping[str, float] | None) -> None:
@@ -60,6 +68,12 @@ class ServerMetrics:
         path = request.url.path
         routes = {getattr(route, "path", None) for route in request.app.routes}
         self._refusals.labels(status=str(status), path=path if path in routes else OTHER).inc()
+
+    def shadow_answered(self, status: int) -> None:
+        self._shadow.labels(status=str(status)).inc()
+
+    def shadow_shed(self) -> None:
+        self._shed.inc()
 
     def rated(self, rating: int, scale: int) -> None:
         self._feedback.labels(rating=str(rating), scale=str(scale)).inc()

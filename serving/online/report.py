@@ -14,14 +14,14 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import numpy as np
-from mlflow.entities import Trace
+from mlflow.entities import Assessment, Trace
 from scipy import stats
 
 from experiments.comparison.significance import paired
@@ -36,6 +36,7 @@ CHAMPION, PRODUCTION = "champion", "production"
 QUALITY = ("citation_accuracy", "unsupported_sentence_rate", "top_score")
 CONFIDENCE = 0.95
 PAGE = 500
+MODEL_HELP = "the registered model's name (as in models:/NAME@ALIAS)"
 
 
 @dataclass
@@ -79,10 +80,26 @@ class Comparison:
     difference: float | None
     ci: tuple[float | None, float | None]
     p_value: float | None
+    # Shadow pairs (the same request answered by both): paired reference-free figures, challenger minus champion,
+    # as {figure: {n, difference, ci, p_value}}; a shadow's answers are never shown, so never rated.
+    quality: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def worse(self) -> bool:
-        return self.ci[1] is not None and self.ci[1] < 0
+        """Significantly less satisfying, or, over shadow pairs, significantly more refusals or unsupported
+        sentences, or less citation accuracy."""
+        if self.ci[1] is not None and self.ci[1] < 0:
+            return True
+        return any(_beyond(figures["ci"], WORSE_WHEN[name]) for name, figures in self.quality.items())
+
+
+# How a paired reference-free figure is worse: up (+1) or down (-1). top_score describes retrieval, not quality.
+WORSE_WHEN = {"refused": 1, "citation_accuracy": -1, "unsupported_sentence_rate": 1}
+
+
+def _beyond(ci: Sequence[float | None], direction: int) -> bool:
+    low, high = ci
+    return (low is not None and low > 0) if direction > 0 else (high is not None and high < 0)
 
 
 def satisfied(value: Any, scale: int) -> bool:
@@ -90,11 +107,19 @@ def satisfied(value: Any, scale: int) -> bool:
     return value == 1 if scale == 2 else value >= 4
 
 
+def rating_of(trace: Trace) -> Assessment | None:
+    """The user's rating of a trace: the latest valid one (rating again replaces the earlier one)."""
+    ratings = [a for a in trace.info.assessments if a.name == FEEDBACK_NAME and a.valid is not False]
+    return max(ratings, key=lambda a: a.create_time_ms, default=None)
+
+
+def rated_satisfied(rating: Assessment) -> bool:
+    return satisfied(rating.feedback.value, int((rating.metadata or {}).get("scale", 2)))
+
+
 def read(trace: Trace) -> Served:
     tags = trace.info.tags
-    ratings = [a for a in trace.info.assessments if a.name == FEEDBACK_NAME and a.valid is not False]
-    rating = max(ratings, key=lambda a: a.create_time_ms, default=None)  # rating again replaces the earlier one
-    scale = int((rating.metadata or {}).get("scale", 2)) if rating is not None else 2
+    rating = rating_of(trace)
     return Served(
         variant=tags.get(f"{TAG}variant", CHAMPION),
         request_id=tags.get(f"{TAG}request_id", trace.info.trace_id),
@@ -102,7 +127,7 @@ def read(trace: Trace) -> Served:
         refused=tags.get(f"{TAG}refused") == "true",
         latency_ms=_number(tags.get(f"{TAG}latency_ms")),
         quality={name: v for name in QUALITY if (v := _number(tags.get(f"{TAG}{name}"))) is not None},
-        satisfied=None if rating is None else satisfied(rating.feedback.value, scale),
+        satisfied=None if rating is None else rated_satisfied(rating),
     )
 
 
@@ -180,15 +205,36 @@ def compare(champion: str, challenger: str, served: list[Served]) -> Comparison:
     any, else a two-proportion z-test over all rated requests."""
     rated = {v: {s.request_id: float(s.satisfied) for s in served if s.variant == v and s.satisfied is not None}
              for v in (champion, challenger)}
+    quality = shadow_pairs(champion, challenger, served)
     shared = sorted(rated[champion].keys() & rated[challenger].keys())
     if shared:
         pair = paired("satisfaction", [rated[champion][r] for r in shared], [rated[challenger][r] for r in shared],
                       CONFIDENCE)
-        return Comparison(champion, challenger, "paired", pair.n, pair.diff, (pair.low, pair.high), pair.p_value)
+        return Comparison(champion, challenger, "paired", pair.n, pair.diff, (pair.low, pair.high), pair.p_value,
+                          quality)
     a, b = list(rated[champion].values()), list(rated[challenger].values())
     if not a or not b:
-        return Comparison(champion, challenger, "two-proportion", len(a) + len(b), None, (None, None), None)
-    return two_proportions(champion, challenger, a, b)
+        return Comparison(champion, challenger, "two-proportion", len(a) + len(b), None, (None, None), None, quality)
+    return replace(two_proportions(champion, challenger, a, b), quality=quality)
+
+
+def shadow_pairs(champion: str, challenger: str, served: list[Served]) -> dict[str, dict[str, Any]]:
+    """Paired refusal rate and reference-free quality over the requests both variants answered (a shadow's), by
+    request id; empty when they share none."""
+    by_id = {v: {s.request_id: s for s in served if s.variant == v} for v in (champion, challenger)}
+    shared = sorted(by_id[champion].keys() & by_id[challenger].keys())
+    out: dict[str, dict[str, Any]] = {}
+    for name in WORSE_WHEN:
+        pairs = [(x, y) for r in shared if (x := _figure(by_id[champion][r], name)) is not None
+                 and (y := _figure(by_id[challenger][r], name)) is not None]
+        if pairs:
+            pair = paired(name, [a for a, _ in pairs], [b for _, b in pairs], CONFIDENCE)
+            out[name] = {"n": pair.n, "difference": pair.diff, "ci": [pair.low, pair.high], "p_value": pair.p_value}
+    return out
+
+
+def _figure(served: Served, name: str) -> float | None:
+    return float(served.refused) if name == "refused" else served.quality.get(name)
 
 
 def two_proportions(champion: str, challenger: str, a: list[float], b: list[float]) -> Comparison:
@@ -230,6 +276,9 @@ def markdown(report: dict[str, Any], plots: list[Path]) -> str:
         verdict = "significantly worse" if c["worse"] else "not significantly worse"
         lines.append(f"- **{name}** vs {c['champion']} ({c['test']}, n={c['n']}): difference {fmt(c['difference'])}, "
                      f"95% CI [{fmt(c['ci'][0])}, {fmt(c['ci'][1])}], p={fmt(c['p_value'])}: {verdict}")
+        for figure, q in c["quality"].items():
+            lines.append(f"  - {figure}, paired over {q['n']} shadow pairs: difference {fmt(q['difference'])}, "
+                         f"95% CI [{fmt(q['ci'][0])}, {fmt(q['ci'][1])}], p={fmt(q['p_value'])}")
     lines += ["", "## Per tenant (counts and rates only)", "", "| variant | tenant | requests | rated | "
               "satisfaction | refusal rate |", "|---|---|---|---|---|---|"]
     for name, v in report["variants"].items():
@@ -259,14 +308,20 @@ def log_run(model: str, report: dict[str, Any], out: Path) -> str:
     return run.info.run_id
 
 
-def build(model: str, experiment: str | None, since: str, window_ms: int) -> dict[str, Any]:
-    """The report's figures; a UserError when the model has no traces in the window."""
+def served_experiment(model: str, experiment: str | None) -> tuple[str, str]:
+    """(id, name) of the experiment holding the served model's traces; a UserError when there is none."""
     name = experiment_name(f"models:/{model}", experiment)
     found = mlflow.MlflowClient().get_experiment_by_name(name)
     if found is None:
         raise UserError(f"no traces of model {model!r}: experiment {name!r} does not exist (was it served with "
                         "serve.trace on?)")
-    served = [read(t) for t in traces_since(found.experiment_id, int(time.time() * 1000) - window_ms)]
+    return found.experiment_id, name
+
+
+def build(model: str, experiment: str | None, since: str, window_ms: int) -> dict[str, Any]:
+    """The report's figures; a UserError when the model has no traces in the window."""
+    experiment_id, name = served_experiment(model, experiment)
+    served = [read(t) for t in traces_since(experiment_id, int(time.time() * 1000) - window_ms)]
     if not served:
         raise UserError(f"no traces of model {model!r} in the last {since} (experiment {name!r})")
     by_variant = {v: [s for s in served if s.variant == v] for v in sorted({s.variant for s in served})}
@@ -279,22 +334,32 @@ def build(model: str, experiment: str | None, since: str, window_ms: int) -> dic
     return as_json(model, since, champion, rule, variants, comparisons)
 
 
+def model_window_arguments(parser: argparse.ArgumentParser) -> None:
+    """--since, --experiment and --tracking-uri: where a served model's traces are, as its commands take them."""
+    parser.add_argument("--since", default="7d", help="the window, e.g. 24h, 7d (default 7d)")
+    parser.add_argument("--experiment", help="the traces' experiment, if serve.trace_experiment named one")
+    parser.add_argument("--tracking-uri", help=TRACKING_HELP)
+
+
+def window_ms(parser: argparse.ArgumentParser, since: str) -> int:
+    """--since in milliseconds; argparse's one-line error (exit 2) when it is no duration."""
+    try:
+        return int(duration(since).total_seconds() * 1000)
+    except argparse.ArgumentTypeError as e:
+        parser.error(f"--since: {e}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="How a served model's variants fare in production; exit 1 when "
                                      "a challenger is significantly less satisfying than the champion.")
-    parser.add_argument("model", help="the registered model's name (as in models:/NAME@ALIAS)")
-    parser.add_argument("--since", default="7d", help="the window, e.g. 24h, 7d (default 7d)")
+    parser.add_argument("model", help=MODEL_HELP)
+    model_window_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--out", type=Path, help="folder for the report (default outputs/online-report/MODEL-TIME)")
-    parser.add_argument("--experiment", help="the traces' experiment, if serve.trace_experiment named one")
-    parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     args = parser.parse_args(argv)
-    try:
-        window = duration(args.since)
-    except argparse.ArgumentTypeError as e:
-        parser.error(f"--since: {e}")
+    window = window_ms(parser, args.since)
     connect(args.tracking_uri, key="--tracking-uri")
-    report = build(args.model, args.experiment, args.since, int(window.total_seconds() * 1000))
+    report = build(args.model, args.experiment, args.since, window)
     out = args.out or Path("outputs/online-report") / f"{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     from serving.online.report_plots import plot_latency, plot_satisfaction

@@ -18,10 +18,10 @@ import random
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mlflow
 from haystack import tracing
@@ -76,7 +76,13 @@ def model_version(uri: str) -> str:
     if found is None:
         return f"run {served_model(uri)[0]}"
     name, alias, version = found.groups()
-    return version or mlflow.MlflowClient().get_model_version_by_alias(name, alias).version
+    return version or str(mlflow.MlflowClient().get_model_version_by_alias(name, alias).version)
+
+
+def stated_version(uri: str) -> str:
+    """The version a models:/NAME/VERSION URI states, without asking the registry; "" for any other URI."""
+    found = re.fullmatch(r"models:/[^@/]+/([^@/]+)", uri)
+    return found.group(1) if found else ""
 
 
 def experiment_name(uri: str, override: str | None) -> str:
@@ -106,33 +112,50 @@ class Owners:
 
 
 def identity(principal: Principal | None) -> str:
-    return ANONYMOUS if principal is None else f"{principal.tenant}|{','.join(sorted(principal.groups))}"
+    if principal is None:
+        return ANONYMOUS
+    groups = f"{principal.tenant}|{','.join(sorted(principal.groups))}"
+    return f"{groups}|{principal.subject}" if principal.subject else groups
+
+
+class ServedAs(Protocol):
+    """Which variant answers (serving.online.variants.Variant): its name and registered version."""
+
+    name: str
+    version: str
 
 
 class RequestTrace:
     """One request's trace: its root span is open from `start` until the writer ends it."""
 
-    def __init__(self, traces: Traces, question: str, principal: Principal | None, request_id: str) -> None:
+    def __init__(
+        self, traces: Traces, question: str, principal: Principal | None, request_id: str, variant: str,
+        version: str, rated: bool,
+    ) -> None:
         self.traces = traces
         settings, shown = traces.settings, traces.shown
         self.start_ns = time.time_ns()
         self.root: LiveSpan = mlflow.start_span_no_context(
             name="request", span_type=SpanType.CHAIN, experiment_id=traces.experiment_id,
             inputs={"question": shown(question)} if shown else None,
-            tags=traces.tags | {f"{TAG}request_id": request_id,
+            tags=traces.tags | {f"{TAG}request_id": request_id, f"{TAG}variant": variant,
+                                f"{TAG}model_version": version, f"{TAG}shadow": str(not rated).lower(),
                                 f"{TAG}tenant": principal.tenant if principal else ANONYMOUS},
         )
         self.trace_id = self.root.trace_id
         sampled = random.random() < settings.sample  # noqa: S311 (a sample, not a secret)
         self.tracer = MlflowTracer(root=self.root, shown=shown or (lambda _: None)) if sampled else None
-        traces.owners.add(self.trace_id, principal)
+        if rated:  # a shadow's trace id is never sent to anyone, so nobody may rate it
+            traces.owners.add(self.trace_id, principal)
 
     def finish(self, status: int, reply: dict[str, Any]) -> None:
         """Tags the trace with how the request ended and hands it to the writer."""
         shown = self.traces.shown
         refused = status != 200 or bool(reply.get("refused"))
         if shown is not None and reply:
-            self.root.set_outputs({"answer": shown(reply.get("answer")), "refused": reply.get("refused")})
+            cited = [{k: c.get(k) for k in ("chunk_id", "doc_id", "snippet")} for c in reply.get("citations") or []]
+            self.root.set_outputs({"answer": shown(reply.get("answer")), "refused": reply.get("refused"),
+                                   "citations": shown(cited)})
         latency_ms = (time.time_ns() - self.start_ns) / 1e6
         with InMemoryTraceManager.get_instance().get_trace(self.trace_id) as trace:
             if trace is not None:
@@ -173,15 +196,37 @@ def traced(record: RequestTrace | None) -> dict[str, MlflowTracer]:
     return {"tracer": record.tracer} if record is not None and record.tracer is not None else {}
 
 
+class Unsent(logging.Handler):
+    """MLflow's exporter does not raise when the store refuses a trace: it logs a warning and goes on. Counted here
+    per thread, so the writer can tell a trace it sent from one it lost."""
+
+    LOGGER = "mlflow.tracing.export.mlflow_v3"
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[int] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[record.thread or 0] += 1
+
+    @classmethod
+    def installed(cls) -> Unsent:
+        exporter = logging.getLogger(cls.LOGGER)
+        found = next((h for h in exporter.handlers if isinstance(h, cls)), None)
+        if found is None:
+            found = cls()
+            exporter.addHandler(found)
+        return found
+
+
 class Traces:
     """The served model's traces: where they go, what they keep, and the one thread that writes them."""
 
-    def __init__(
-        self, settings: TraceSettings, experiment_id: str, model_version: str, variant: str
-    ) -> None:
+    def __init__(self, settings: TraceSettings, experiment_id: str) -> None:
         self.settings, self.experiment_id = settings, experiment_id
         self.shown = shown_as(settings.content)
-        self.tags = {f"{TAG}model_version": model_version, f"{TAG}variant": variant}
+        # `content`: what the spans keep of texts, so `ragtune harvest` knows whether it may read questions back.
+        self.tags = {f"{TAG}content": settings.content}
         self.owners = Owners()
         self.sent = self.dropped = 0
         self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=settings.queue_size)
@@ -191,21 +236,26 @@ class Traces:
         # in the caller's thread.
         os.environ[MLFLOW_ENABLE_ASYNC_TRACE_LOGGING.name] = "false"
         mlflow.tracing.reset()
+        self._unsent = Unsent.installed()
         threading.Thread(target=self._write, name="ragtune-traces", daemon=True).start()
 
     @classmethod
-    def for_model(cls, settings: TraceSettings, uri: str, experiment: str | None, model_version: str) -> Traces:
-        """Traces of the model served from `uri`, into its experiment (made when missing). Haystack hands the
-        components' inputs and outputs to the spans unless they keep none."""
+    def for_model(cls, settings: TraceSettings, uri: str, experiment: str | None) -> Traces:
+        """Traces of the model served from `uri` (every variant of it), into its experiment (made when missing).
+        Haystack hands the components' inputs and outputs to the spans unless they keep none."""
         tracing.tracer.is_content_tracing_enabled = settings.content != "none"
         name = experiment_name(uri, experiment)
         client = mlflow.MlflowClient()
         found = client.get_experiment_by_name(name)
         experiment_id = found.experiment_id if found is not None else client.create_experiment(name)
-        return cls(settings, experiment_id, model_version, served_model(uri)[1])
+        return cls(settings, experiment_id)
 
-    def start(self, question: str, principal: Principal | None, request_id: str) -> RequestTrace:
-        return RequestTrace(self, question, principal, request_id)
+    def start(
+        self, question: str, principal: Principal | None, request_id: str, variant: ServedAs, rated: bool = True
+    ) -> RequestTrace:
+        """The trace of a request `variant` answers; `rated`: its trace id goes to the client, who may rate it
+        (a shadow's does not)."""
+        return RequestTrace(self, question, principal, request_id, variant.name, variant.version, rated)
 
     def submit(self, work: Callable[[], None]) -> bool:
         """Queues `work` for the writer; False (and counted) when the queue is full."""
@@ -227,10 +277,14 @@ class Traces:
             time.sleep(0.02)
 
     def _write(self) -> None:
+        me = threading.get_ident()
         while True:
             work = self._queue.get()
+            refused = self._unsent.counts[me]
             try:
                 work()  # written before the next (synchronous export): a rating follows its trace
+                if self._unsent.counts[me] > refused:
+                    raise RuntimeError("the tracking store refused it (MLflow's warning above)")
                 self.sent += 1
             except Exception as error:  # noqa: BLE001 (the store's failure must not end the writer)
                 self.dropped += 1

@@ -126,7 +126,7 @@ def test_misnamed_keys_name_the_key_they_probably_meant():
         "g.jsonl:3 (id=q3): unknown key 'evidense'; did you mean 'evidence'?",
         "g.jsonl:3 (id=q3): unknown key 'Category'; did you mean 'category'?",
         "g.jsonl:3 (id=q3): unknown key 'lang'; known keys: answerable, category, evidence, filters, history, id, "
-        "question, reference_answer, relevant_doc_ids, route, rows, source, tools (nest extra fields under 'meta' or prefix them "
+        "question, reference_answer, relevant_doc_ids, route, rows, source, status, tools (nest extra fields under 'meta' or prefix them "
         "with 'x_')",
         "g.jsonl:3 (id=q3): 'meta' must be an object, got 3",
     ]
@@ -340,3 +340,54 @@ def test_an_agent_item_names_its_table_rows_and_the_tools_it_needs():
     item = parse_golden(lines[:1], "g.jsonl")[0]
     assert item.rows == ("sql:leave_allowance/13",) and item.tools == ("sql_query",)
     assert item.answerable  # its rows are its reference
+
+
+# --- review status -------------------------------------------------------------------------------------------
+
+
+def test_status_is_candidate_or_reviewed_and_absent_means_reviewed():
+    lines = [json.dumps({"id": "a", "question": "Q?", "reference_answer": "x", "status": "candidate"}),
+             json.dumps({"id": "b", "question": "Q?", "reference_answer": "x", "status": "reviewed"}),
+             json.dumps({"id": "c", "question": "Q?", "reference_answer": "x"})]
+    assert [item.candidate for item in parse_golden(lines, "g.jsonl")] == [True, False, False]
+    with pytest.raises(GoldenError) as excinfo:
+        parse_golden([json.dumps({"id": "a", "question": "Q?", "reference_answer": "x", "status": "draft"})], "g")
+    assert problems_of(excinfo) == [
+        "g:1 (id=a): 'status' must be 'candidate' or 'reviewed' (absent: reviewed), got \"draft\""]
+
+
+def test_dataset_golden_skips_candidates_unless_included(tmp_path, caplog):
+    from experiments.datasets.local import load_local
+    from experiments.datasets.settings import dataset_settings
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "leave.txt").write_text("Full-time employees accrue 20 days of paid annual leave.", encoding="utf-8")
+    golden = write_jsonl(tmp_path, [
+        {"id": "r", "question": "How much leave?", "evidence": ["accrue 20 days"]},
+        # a candidate's quotes are not looked for until it is included: a stale one cannot break the set
+        {"id": "c1", "question": "年假有几天?", "evidence": ["not in the corpus"], "status": "candidate"},
+        {"id": "c2", "question": "Leave per year?", "evidence": ["paid annual leave"], "status": "candidate"},
+    ])
+    settings = {"kind": "local", "corpus_dir": str(corpus), "golden": golden}
+    caplog.set_level("INFO", logger="experiments.datasets.golden")
+    reviewed = load_local(dataset_settings(settings))
+    assert [item.id for item in reviewed.golden] == ["r"]
+    assert [r.getMessage() for r in caplog.records if "candidate" in r.getMessage()] == [
+        f'golden set {golden}: skipped 2 candidate item(s) ("status": "candidate", not reviewed yet); '
+        "dataset.include_candidates=true loads them"]
+    with pytest.raises(GoldenError, match="c1.*evidence quote not found"):
+        load_local(dataset_settings(settings | {"include_candidates": True}))
+    (tmp_path / "golden.jsonl").write_text(
+        (tmp_path / "golden.jsonl").read_text(encoding="utf-8").replace("not in the corpus", "20 days"),
+        encoding="utf-8")
+    included = load_local(dataset_settings(settings | {"include_candidates": True}))
+    assert [(item.id, item.candidate) for item in included.golden] == [("r", False), ("c1", True), ("c2", True)]
+    assert included.golden_fingerprint != reviewed.golden_fingerprint
+
+
+def test_an_item_without_status_keeps_the_fingerprint_it_had_before_review_status_existed():
+    from experiments.datasets.base import golden_fingerprint
+
+    item = GoldenItem(id="a", question="Q?", reference_answer="x", evidence=("x",))
+    assert golden_fingerprint([item]) == "3dd37d2a750a7b2a96d6d073aad84dab708fe5142522b401813156ad6e96be1d"

@@ -1,14 +1,24 @@
-"""The audit's checker on a leaking answerer (it must catch every layer), and the audit on the real pipelines."""
+"""The audit's checker on a leaking answerer (it must catch every layer), on deliberately leaky variants of
+serve.py's online routes (/feedback, /metrics, the online report), and the audit on the real pipelines."""
 
 import json
+import shutil
+from pathlib import Path
 
+import mlflow
 import pytest
-from haystack import Document
+from haystack import Document, tracing
+from mlflow.environment_variables import MLFLOW_ENABLE_ASYNC_TRACE_LOGGING
 
+import serving.server
 from experiments.datasets.demo import DEMO_DIR
 from pipelines.errors import UserError
 from serving import acl_audit
 from serving.acl_audit import PATHS, PyfuncChannel, ServeChannel, audit, may_see, probes, run_audit
+from serving.online import report as online_report
+from serving.online.feedback import Ratings
+from serving.online.metrics import ServerMetrics
+from serving.online.traces import Owners
 from serving.principals import Principal, read_api_keys
 
 
@@ -40,7 +50,8 @@ class LeakingAnswerer:
     def __init__(self, documents, leak: bool):
         self.documents, self.leak = documents, leak
 
-    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None,
+            tracer=None):
         shown = self.documents if self.leak else [d for d in self.documents if d.id == "public.md"]
         if on_step is not None:
             on_step({"tool": "kb_search", "arguments": {"query": question}, "error": False,
@@ -51,6 +62,30 @@ class LeakingAnswerer:
 
 
 KEYS = read_api_keys(DEMO_DIR / "api_keys.yaml")
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real MLflow sqlite store with its tables made, and nothing in it: made once, as it takes seconds."""
+    store = tmp_path_factory.mktemp("store") / "mlflow.db"
+    mlflow.MlflowClient(f"sqlite:///{store}").search_experiments()
+    return store
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_store: Path) -> Path:
+    """Where serve.py's channel keeps its MLflow store (a copy of the empty one) and the keys file; the
+    process-wide settings its traces change are put back afterwards."""
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    content_tracing = tracing.tracer.is_content_tracing_enabled
+    monkeypatch.setattr(tracing.tracer, "is_content_tracing_enabled", content_tracing)
+    monkeypatch.setenv(MLFLOW_ENABLE_ASYNC_TRACE_LOGGING.name, "false")
+    return tmp_path
+
+
+def with_admin(folder: Path) -> dict[str, Principal]:
+    """The demo's keys and the audit's admin key, read back from the keys file the audit writes."""
+    return read_api_keys(acl_audit.audit_keys(folder))
 
 
 def channels(answerer) -> list:
@@ -81,7 +116,7 @@ def test_a_leaking_answerer_is_caught_at_every_layer_on_every_path():
     clean = audit(channels(LeakingAnswerer(documents, leak=False)), KEYS, documents, ["q?"])
     assert not clean.failed and clean.checked["context"] > 400 and clean.leaks.total() == 0, clean.lines()
     assert clean.checked["steps"] > 200  # serve.py streams an agent's steps
-    assert "0 cross-tenant chunks or passages, 0 unexpected statuses" in clean.lines()[-1]
+    assert "0 cross-tenant chunks, passages or side channels, 0 unexpected statuses" in clean.lines()[-1]
 
 
 def test_a_chunk_that_names_no_source_document_counts_as_a_leak():
@@ -98,11 +133,98 @@ def test_a_refusal_that_names_a_hidden_document_is_a_leak():
     documents = tenant_documents()
 
     class Telling(LeakingAnswerer):
-        def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None):
+        def ask(self, *args, **kwargs):
             raise UserError(f"cannot filter {documents[0].id}")  # a 400 whose message depends on a document
 
     report = audit([ServeChannel(Telling(documents, leak=False), KEYS)], KEYS, documents, ["q?"])
     assert report.leaks["replies"] > 0
+
+
+QUESTION = "How many days of paid annual leave do full-time employees accrue?"
+
+
+def test_the_audit_checks_serve_pys_online_routes_after_its_probes_and_summarises_them(folder):
+    """The whole flow on an honest server, for two tenants' three keys (one tenant with two sets of groups)
+    and the admin: every key's probes are traced, then rate, scrape and report."""
+    documents, every = tenant_documents(), with_admin(folder)
+    asking = ("demo-acme-staff", "demo-acme-manager", "demo-globex-staff")
+    keys = {k: p for k, p in every.items() if p.admin or k in asking}
+    channel = ServeChannel(LeakingAnswerer(documents, leak=False), keys, folder)
+    report = audit([channel], keys, documents, [QUESTION], hidden_documents=1)
+    assert not report.failed, report.lines()
+    owners, raters = 3, 3 + 2  # each key asked; the two other keys, the admin, an invalid key and no key rate
+    assert report.requests["serve/feedback"] == owners * (2 * 2 * raters + 1)
+    assert report.checked["feedback"] == owners * (2 * raters + 1)
+    assert report.requests["serve/metrics"] == (owners + 2) * 2 * 2 + 1
+    assert report.requests["serve/report"] == 1
+    assert report.checked["report"] == 3 + 2  # three outputs, and the figures of the two tenants that asked
+    lines = report.lines()
+    for layer in acl_audit.ONLINE_LAYERS:
+        assert [layer, str(report.checked[layer]), "0"] in [line.split() for line in lines], lines
+    assert (folder / "online-report" / "report.md").is_file()
+
+
+def online_audit(folder: Path) -> acl_audit.AuditReport:
+    """Each demo key asks serve.py once, then the online routes are audited: quick (each trace costs the
+    store)."""
+    documents, keys = tenant_documents(), with_admin(folder)
+    channel = ServeChannel(LeakingAnswerer(documents, leak=False), keys, folder)
+    owned, said = {}, [QUESTION]
+    for key in KEYS:
+        status, reply = channel.send(acl_audit.Probe("golden", key, {"question": QUESTION}))
+        assert status == 200, reply
+        owned[key] = reply["trace_id"]
+        said.append(reply["answer"])
+    report = acl_audit.AuditReport()
+    acl_audit.audit_online(channel, keys, owned, acl_audit.Confidential.of(documents, said), report)
+    return report
+
+
+def test_every_online_probe_passes_on_an_honest_server(folder):
+    report = online_audit(folder)
+    assert not report.failed, report.lines()
+    assert report.checked["feedback"] == len(KEYS) * (2 * (len(KEYS) + 2) + 1)
+    assert report.checked["metrics"] == (len(KEYS) + 2) * 2 + 1 and report.checked["report"] == 3 + 3
+
+
+REAL_READ, REAL_EXPOSITION = online_report.read, ServerMetrics.exposition
+
+
+def foreign_rating_is_busy(self, body, principal):
+    """/feedback telling another principal's trace id from an unknown one: 503 for the first, 404 for the
+    second."""
+    if self.traces.owners.owns(body.trace_id, principal):
+        return self.traces.submit(lambda: self._write(body, principal))
+    return False if body.trace_id in self.traces.owners._owners else None
+
+
+def trace_reveals_its_question(trace):
+    """A report grouping by the trace's request preview (its question, under serve.trace.content=full)."""
+    served = REAL_READ(trace)
+    served.tenant = trace.info.request_preview or served.tenant
+    return served
+
+
+def metrics_name_a_tenant(metrics):
+    """An exposition with a tenant in a label."""
+    return REAL_EXPOSITION(metrics) + b'ragtune_requests_of{tenant="acme"} 1\n'
+
+
+
+@pytest.mark.parametrize(("target", "name", "leaky", "layer", "says"), [
+    (Ratings, "accept", foreign_rating_is_busy, "feedback", "differs from the unknown"),
+    (Owners, "owns", lambda self, trace_id, principal: True, "feedback", "a rating another principal sent"),
+    (serving.server, "LOOPBACK", {acl_audit.ELSEWHERE[0]}, "metrics", "GET /metrics as demo-acme-staff: 200"),
+    (ServerMetrics, "exposition", metrics_name_a_tenant, "metrics", "shows 'acme'"),
+    (online_report, "read", trace_reveals_its_question, "report", "serve online-report"),
+], ids=["feedback-503-on-a-foreign-trace", "feedback-anyone-rates", "metrics-off-loopback",
+        "metrics-tenant-label", "report-groups-by-question"])
+def test_a_leaky_online_route_is_caught(folder, monkeypatch, target, name, leaky, layer, says):
+    """Each a server deliberately broken in one place: the audit reports it as a leak of that route."""
+    monkeypatch.setattr(target, name, leaky)
+    report = online_audit(folder)
+    assert report.failed and report.leaks[layer] > 0, report.lines()
+    assert any(says in example for example in report.examples), report.examples
 
 
 @pytest.mark.slow
@@ -124,6 +246,7 @@ def test_no_principal_sees_another_tenants_chunks_on_any_serving_path(pipeline, 
     print("\n".join(report.lines()))
     assert {kind.split("/")[0] for kind in report.requests} == set(paths)
     assert sum(report.requests.values()) >= 300 * len(paths) and report.checked["context"] >= 300
+    assert all(report.checked[layer] > 0 for layer in acl_audit.ONLINE_LAYERS)  # serve.py is in both
     assert not report.failed, report.lines()
 
 

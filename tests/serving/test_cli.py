@@ -43,7 +43,7 @@ def test_no_command_or_an_unknown_one_is_a_user_mistake(capsys):
     assert cli.main(["--help"]) == 0
     assert cli.main(["nope"]) == 2
     assert capsys.readouterr().err == (
-        "ragtune: unknown command 'nope'; choose from compare, gate, promote, serve, traces, online-report, audit, calibrate, "
+        "ragtune: unknown command 'nope'; choose from compare, gate, promote, serve, traces, online-report, harvest, audit, calibrate, "
         "train-grader, cache, testset, doc-sets, config-docs\n"
     )
 
@@ -105,3 +105,14 @@ def test_an_old_python_m_command_still_answers():
     done = subprocess.run([sys.executable, "-m", "experiments.compare", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("override, why", [
+    ("serve.port=abc", "Error merging override serve.port=abc: Value 'abc' of type 'str' could not be converted to "
+                       "Integer"),
+    ("serve.variants.champion=abc", "could not be converted to Float"),
+])
+def test_an_override_of_the_wrong_type_is_one_line_naming_it(capsys, override, why):
+    assert cli.main(["serve", "model=models:/handbook", override]) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("ragtune serve: error: Error merging override") and why in err and err.count("\n") == 1

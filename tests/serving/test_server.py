@@ -16,7 +16,7 @@ from components.retrievers.document_masks import DocumentMasks
 from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
 from pipelines.errors import UserError
-from serving.principals import Principal, read_api_keys, scoped_filters
+from serving.principals import Principal, key_subject, read_api_keys, scoped_filters
 from serving.server import ServerState, authenticator, bearer, create_app, proxy_headers
 from serving.settings import JwtSettings, ServeSettings
 
@@ -49,7 +49,8 @@ def test_readiness_waits_for_the_model_and_health_does_not():
     assert waiting.get("/healthz").status_code == 200
     assert waiting.get("/readyz").status_code == 503
     assert waiting.post("/query", json={"question": "hi"}, headers=AUTH).status_code == 503
-    assert client(RecordingAnswerer()).get("/readyz").json() == {"ready": True, "model": "models:/rag@production"}
+    assert client(RecordingAnswerer()).get("/readyz").json() == {"ready": True, "model": "models:/rag@production",
+                                                                 "variants": {"production": ""}}
 
 
 def test_a_query_needs_a_known_key_and_is_scoped_to_its_tenant():
@@ -205,8 +206,9 @@ def test_header_auth_is_refused_off_loopback_unless_the_proxy_is_trusted():
 
 
 def test_the_api_keys_file_is_checked_when_read(tmp_path):
-    (tmp_path / "keys.yaml").write_text("k1: {tenant: acme, groups: [hr]}\n")
-    assert read_api_keys(tmp_path / "keys.yaml") == {"k1": Principal("acme", ("hr",))}
+    (tmp_path / "keys.yaml").write_text("k1: {tenant: acme, groups: [hr]}\nk2: {tenant: acme, user: ana}\n")
+    assert read_api_keys(tmp_path / "keys.yaml") == {"k1": Principal("acme", ("hr",), subject=key_subject("k1")),
+                                                     "k2": Principal("acme", (), subject="ana")}
     (tmp_path / "bad.yaml").write_text("k1: {groups: [hr]}\n")
     with pytest.raises(ConfigError, match="needs a non-empty 'tenant'"):
         read_api_keys(tmp_path / "bad.yaml")

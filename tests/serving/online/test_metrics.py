@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from experiments.runs.config import ConfigError
 from serving.online.traces import Traces
-from serving.principals import Principal, read_api_keys
+from serving.principals import Principal, key_subject, read_api_keys
 from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings
 
@@ -34,7 +34,7 @@ def serve(mlflow_store, tmp_path, bm25):
     """make(settings, client address) -> (a client of the real app serving the challenger, its traces)."""
     _, client, _ = mlflow_store
     client.create_experiment("served", artifact_location=(tmp_path / "traces").as_uri())
-    traces = Traces.for_model(TraceSettings(content="none"), "models:/rag@challenger", "served", "3")
+    traces = Traces.for_model(TraceSettings(content="none"), "models:/rag@challenger", "served")
 
     def make(address: tuple[str, int] = LOOPBACK, **settings) -> TestClient:
         state = ServerState(bm25, "models:/rag@challenger", traces)
@@ -139,7 +139,8 @@ def test_two_apps_in_one_process_count_apart(serve):
 def test_the_api_keys_file_marks_admin_keys(tmp_path: Path):
     keys = tmp_path / "keys.yaml"
     keys.write_text("k-ops: {tenant: ops, groups: [], admin: true}\nk-acme: {tenant: acme, groups: [hr]}\n")
-    assert read_api_keys(keys) == {"k-ops": Principal("ops", (), True), "k-acme": Principal("acme", ("hr",))}
+    assert read_api_keys(keys) == {"k-ops": Principal("ops", (), True, key_subject("k-ops")),
+                                   "k-acme": Principal("acme", ("hr",), subject=key_subject("k-acme"))}
     keys.write_text("k-ops: {tenant: ops, groups: [], admin: 'yes'}\n")
     with pytest.raises(ConfigError, match="'admin' true or false"):
         read_api_keys(keys)

@@ -11,6 +11,7 @@ from serving.cli import main as cli
 from serving.online.feedback import FeedbackRequest, Ratings
 from serving.online.report import REPORT_EXPERIMENT
 from serving.online.traces import Traces, quality_tags
+from serving.online.variants import Variant
 from serving.principals import Principal
 from serving.settings import TraceSettings
 
@@ -30,14 +31,15 @@ def store(mlflow_store, tmp_path, monkeypatch):
     served = client.create_experiment("ragtune-serve/rag", artifact_location=(tmp_path / "traces").as_uri())
     client.create_experiment(REPORT_EXPERIMENT, artifact_location=(tmp_path / "reports").as_uri())
 
-    def write(variant: str, ratings: list[int | None], request_ids: list[str] | None = None) -> None:
-        traces = Traces(TraceSettings(sample=0.0), served, "3", variant)
+    def write(variant: str, ratings: list[int | None], request_ids: list[str] | None = None,
+              refusing: bool = False) -> None:
+        traces = Traces(TraceSettings(sample=0.0), served)
         feedback = Ratings(traces)
         for i, rating in enumerate(ratings):
             principal = ACME if i % 2 else BETA
             record = traces.start("What is the hotel limit in Oslo?", principal,
-                                  request_ids[i] if request_ids else f"{variant}-{i}")
-            record.finish(200, REPLY | {"refused": i == 0})
+                                  request_ids[i] if request_ids else f"{variant}-{i}", Variant(variant, "", "3"))
+            record.finish(200, REPLY | {"refused": refusing or i == 0})
             if rating is not None:
                 assert feedback.accept(FeedbackRequest(trace_id=record.trace_id, rating=rating), principal)
         traces.drain()
@@ -109,6 +111,20 @@ def test_shadow_pairs_sharing_request_ids_are_compared_paired(store, tmp_path, c
     assert comparison["test"] == "paired" and comparison["n"] == 8 and comparison["difference"] == 1.0
 
 
+def test_an_unrated_shadow_that_refuses_more_is_significantly_worse_over_its_pairs(store, tmp_path, capsys):
+    uri, write = store
+    shared = [f"req-{i}" for i in range(30)]
+    write("champion", [1] * 30, shared)
+    write("challenger", [None] * 30, shared, refusing=True)
+    assert report(uri, tmp_path, "--json") == 1
+    comparison = json.loads(capsys.readouterr().out)["comparisons"]["challenger"]
+    assert comparison["difference"] is None  # a shadow is never rated
+    refused = comparison["quality"]["refused"]
+    assert refused["n"] == 30 and refused["difference"] > 0.9 and refused["p_value"] < 0.05
+    assert comparison["worse"] is True
+    assert "refused, paired over 30 shadow pairs" in (tmp_path / "out" / "report.md").read_text()
+
+
 @pytest.mark.parametrize("args, first_line", [
     (["nobody"], "ragtune online-report: error: no traces of model 'nobody': experiment 'ragtune-serve/nobody'"),
     (["rag"], "ragtune online-report: error: no traces of model 'rag' in the last 7d"),
@@ -141,4 +157,4 @@ def test_without_a_champion_variant_the_production_alias_is_the_champion(store, 
     assert list(out["variants"]) == ["production", "canary"]
     assert out["comparisons"]["canary"] == {"champion": "production", "challenger": "canary", "test": "two-proportion",
                                             "n": 0, "difference": None, "ci": [None, None], "p_value": None,
-                                            "worse": False}
+                                            "quality": {}, "worse": False}

@@ -15,6 +15,7 @@ import serving.online.retention as retention
 from serving.cli import main as cli
 from serving.loopback import free_port, wait_until_up
 from serving.online.traces import Traces
+from serving.online.variants import Variant
 from serving.principals import Principal
 from serving.pyfunc_answerer import PyfuncAnswerer
 from serving.server import ServerState, bearer, create_app
@@ -46,7 +47,7 @@ def served(mlflow_store, tmp_path, monkeypatch):
     client.create_experiment("served", artifact_location=(tmp_path / "traces").as_uri())
 
     def make(**trace) -> tuple[TestClient, Traces]:
-        traces = Traces.for_model(TraceSettings(**trace), "models:/rag/3", "served", "3")
+        traces = Traces.for_model(TraceSettings(**({"sample": 1.0} | trace)), "models:/rag/3", "served")
         state = ServerState(TracedAnswerer(), "models:/rag/3", traces)
         return TestClient(create_app(state, bearer(KEYS.get), ServeSettings())), traces
 
@@ -188,7 +189,7 @@ class PyfuncPipeline(TracedAnswerer):
 def test_the_pyfunc_model_records_its_requests_with_the_same_tags(served):
     make, client = served
     _, traces = make(content="redacted")
-    answerer = PyfuncAnswerer(PyfuncPipeline(), ServeSettings(), KEYS.get, traces)
+    answerer = PyfuncAnswerer(PyfuncPipeline(), ServeSettings(), KEYS.get, traces, Variant("champion", "", "3"))
     reply = answerer.ask(QUESTION, credentials="k-beta")
     traces.drain()
     trace = client.get_trace(reply["trace_id"])
@@ -210,7 +211,7 @@ def test_a_tracking_server_that_stops_mid_load_drops_traces_and_fails_no_reply(t
     try:
         wait_until_up(f"http://127.0.0.1:{port}/health", server, tmp_path / "server.log", seconds=60)
         mlflow.set_tracking_uri(f"http://127.0.0.1:{port}")
-        traces = Traces.for_model(TraceSettings(queue_size=2), "models:/rag/3", None, "3")
+        traces = Traces.for_model(TraceSettings(queue_size=2), "models:/rag/3", None)
         state = ServerState(TracedAnswerer(), "models:/rag/3", traces)
         api = TestClient(create_app(state, bearer(KEYS.get), ServeSettings()))
         ask(api, traces)
@@ -252,3 +253,17 @@ def strings(value: object) -> list[str]:
     if isinstance(value, list | tuple):
         return [text for item in value for text in strings(item)]
     return []
+
+
+def test_a_trace_the_store_refuses_is_counted_as_dropped_not_sent(monkeypatch):
+    """MLflow's exporter logs a refused trace instead of raising: the writer must still count it as lost."""
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    try:
+        traces = Traces(TraceSettings(sample=0.0), "0")
+        traces.start(QUESTION, Principal("acme"), "r1", Variant("champion", "", "3")).finish(200, {"answer": "x"})
+        traces.drain()
+        assert traces.counts() == {"sent": 0, "dropped": 1, "queued": 0}
+    finally:
+        mlflow.set_tracking_uri(before)
