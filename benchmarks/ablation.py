@@ -1,9 +1,9 @@
 """Each technique switched alone against its baseline, per set: paired differences with CIs, and cost.
 
-    python benchmarks/ablation.py                                   # every set and technique (hours on 2 cores)
-    python benchmarks/ablation.py --sets demo_zh --techniques reranker=e5 compressor=extractive
-    python benchmarks/ablation.py --overrides models=minilm --out outputs/ablation_minilm   # another embedder
-    python benchmarks/ablation.py --techniques pipeline=crag crag-refinement crag-supplementary crag-refusal
+    python -m benchmarks.ablation                                   # every set and technique (hours on 2 cores)
+    python -m benchmarks.ablation --sets demo_zh --techniques reranker=e5 compressor=extractive
+    python -m benchmarks.ablation --overrides models=minilm --out outputs/ablation_minilm   # another embedder
+    python -m benchmarks.ablation --techniques pipeline=crag crag-refinement crag-supplementary crag-refusal
 
 Every job is `run.py` with the offline defaults (span answerer) plus the technique's overrides; the baseline is
 `pipeline=hybrid_rag` for the retrieval techniques, `advanced` for `pipeline=crag`, `crag` for the CRAG parts
@@ -27,12 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.jobs import run_job  # noqa: E402
-from components.routers.routes import CONVERSATIONAL  # noqa: E402
-from experiments.comparison.paired_compare import compare_records  # noqa: E402
+from benchmarks.common import ROOT, run_job
+from components.routers.routes import CONVERSATIONAL
+from experiments.comparison.paired_compare import compare_records
 
 SETS = {
     "demo": [],
@@ -163,4 +160,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,26 +5,29 @@
     python -m benchmarks.agentic_offline --dataset demo_agent   # the questions that need the company tables
     python -m benchmarks.agentic_offline --subsets en --reuse
 
-Each configuration is one `python run.py` job (benchmarks/jobs.py); the table reads its metrics.json. Writes
+Each configuration is one `python run.py` job (benchmarks/common.py); the table reads its metrics.json. Writes
 docs/results/<date>-agentic-offline.md (<date>-agentic-offline-demo-agent.md for dataset=demo_agent).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (
+    ROOT,
+    command,
+    dated_result,
+    given_args,
+    machine_line,
+    report_header,
+    run_job,
+    write_result,
+)
+from components.common.paths import cache_root
 
-from benchmarks.jobs import run_job  # noqa: E402
-
-RESULTS = ROOT / "docs" / "results"
 # Job folder -> (what the table calls it, its overrides).
 CONFIGS: dict[str, tuple[str, list[str]]] = {
     "advanced": ("advanced (no agent)", ["pipeline=advanced"]),
@@ -59,19 +62,18 @@ QUESTIONS = {
 }
 
 
-def report(rows: dict[tuple[str, str], dict[str, float]], command: str, dataset: str) -> str:
+def report(rows: dict[tuple[str, str], dict[str, float]], command_line: str, dataset: str) -> str:
     header = "| set | configuration | " + " | ".join(COLUMNS.values()) + " |"
     lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
     for (subset, config), metrics in rows.items():
         cells = [_cell(metrics.get(key)) for key in COLUMNS]
         lines.append(f"| {dataset}-{subset} | {config} | " + " | ".join(cells) + " |")
     return "\n".join([
-        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        report_header(command_line),
         "",
         f"# The offline agent on {dataset}",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        "SmolLM2-135M (llama.cpp, greedy; Gemma-3-270M where the row says so) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
+        machine_line() + " SmolLM2-135M (llama.cpp, greedy; Gemma-3-270M where the row says so) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages; sql_query "
         "reads data/demo/sql/company.sql. " + QUESTIONS[dataset],
         "",
         *lines,
@@ -92,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=sorted(QUESTIONS), default="demo")
     parser.add_argument("--subsets", nargs="+", default=["en", "zh"])
-    parser.add_argument("--jobs", type=Path, default=ROOT / ".cache" / "ragtune" / "bench" / "agentic")
+    parser.add_argument("--jobs", type=Path, default=ROOT / cache_root() / "bench" / "agentic")
     parser.add_argument("--reuse", action="store_true", help="read finished jobs instead of running them again")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -106,14 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows[(subset, config)] = metrics
             print(f"{args.dataset}-{subset} {config}: F1 {metrics.get('answer/f1', 0):.3f}, "
                   f"recall@10 {metrics.get('retrieval/recall_at_10', 0):.3f}", flush=True)
-    given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]  # --reuse only re-renders
-    command = "python -m benchmarks.agentic_offline " + " ".join(given)
+    given = [a for a in given_args(argv) if a != "--reuse"]  # --reuse only re-renders
     name = "agentic-offline" + ("" if args.dataset == "demo" else "-" + args.dataset.replace("_", "-"))
-    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-{name}.md"
-    out.write_text(report(rows, command.strip(), args.dataset), encoding="utf-8")
-    print(f"wrote {out}")
+    out = args.out or dated_result(name)
+    write_result(out, report(rows, command("benchmarks.agentic_offline", given), args.dataset))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

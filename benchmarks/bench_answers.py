@@ -1,6 +1,6 @@
 """The default offline generating pipeline on the demo set and a HaluEval sample: speed, tokens, all three layers.
 
-    python benchmarks/bench_answers.py [--sample 200] [--only demo_zh] [extra run.py overrides ...]
+    python -m benchmarks.bench_answers [--sample 200] [--only demo_zh] [extra run.py overrides ...]
 
 Runs `run.py` once per set (the index cache is reused), reads each job's metrics.json and prints JSON: p50/p95
 seconds per question, tokens and LLM calls per question, and each layer's headline metric with its 95 % CI, plus
@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.jobs import run_job  # noqa: E402
-from experiments.evaluation import metric_names  # noqa: E402
+from benchmarks.common import ROOT, run_job
+from experiments.evaluation import metric_names
 
 HEADLINE = ("retrieval/recall_at_10", "context/recall", "answer/f1")
 REPORTED = tuple(m for m in metric_names.ANSWER if m != "answer/f1")
@@ -65,13 +63,13 @@ def figures(metrics: dict, name: str) -> dict:
     return result
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=int, default=200, help="HaluEval questions")
     parser.add_argument("--only", nargs="+", help="run only these sets (demo, demo_en, demo_zh, halueval)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench_answers")
     parser.add_argument("overrides", nargs="*", help="extra run.py overrides, e.g. answer=llm")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     report = {}
     for name, overrides in sets(args.sample).items():
         if args.only and name not in args.only:
@@ -82,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,23 +1,22 @@
 """Evaluation-side speed at HaluEval scale, printed as JSON: rank metrics and evidence-quote location.
 
-    python benchmarks/bench_eval.py
+    python -m benchmarks.bench_eval
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
 import time
-from pathlib import Path
+from collections.abc import Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from haystack import Document
 
-from haystack import Document  # noqa: E402
-
-from experiments.datasets.golden import GoldenItem, locate_evidence, normalise_whitespace  # noqa: E402
-from experiments.evaluation.metrics import aggregate, rank_metrics  # noqa: E402
-from experiments.evaluation.relevance import Judged  # noqa: E402
+from experiments.datasets.golden import GoldenItem, locate_evidence, normalise_whitespace
+from experiments.evaluation.metrics import aggregate, rank_metrics
+from experiments.evaluation.relevance import Judged
 
 KS = (1, 3, 5, 10, 20, 50)
 
@@ -53,5 +52,11 @@ def bench_quotes(items: int = 10_000, docs: int = 20_000) -> dict:
     return {"quotes": items, "documents": docs, "half_without_source": True, "seconds": round(time.perf_counter() - start, 3)}
 
 
-if __name__ == "__main__":
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)  # no options: --help only
     print(json.dumps({"rank_metrics": bench_metrics(), "quote_location": bench_quotes()}, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

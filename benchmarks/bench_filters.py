@@ -1,6 +1,6 @@
 """What a per-user tenant/ACL filter adds to a query, printed as JSON.
 
-    python benchmarks/bench_filters.py [--chunks 100000] [--principals 200] [--tenants 100] [--groups 20]
+    python -m benchmarks.bench_filters [--chunks 100000] [--principals 200] [--tenants 100] [--groups 20]
 
 Every principal is new, so no mask is cached: each query pays for its principal's filter in full. Chunks are
 synthetic (random words; 10 % public, 30 % of the rest behind an ACL of 1-2 groups) and the dense vectors random
@@ -16,26 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import time
-from pathlib import Path
+from collections.abc import Sequence
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+from haystack import Document
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.utils.filters import document_matches_filter
 
-import numpy as np  # noqa: E402
-from haystack import Document  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-from haystack.utils.filters import document_matches_filter  # noqa: E402
-
-from benchmarks.bench_retrieval import percentiles, timed  # noqa: E402
-from components.retrievers.bm25_retriever import BM25sRetriever  # noqa: E402
-from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks  # noqa: E402
-from components.retrievers.embedding_retriever import MatrixEmbeddingRetriever  # noqa: E402
-from serving.principals import Principal, visible_filter  # noqa: E402
+from benchmarks.common import machine, percentiles, timed
+from components.retrievers.bm25_retriever import BM25sRetriever
+from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks
+from components.retrievers.embedding_retriever import MatrixEmbeddingRetriever
+from serving.principals import Principal, visible_filter
 
 WORDS = [f"w{i}" for i in range(5000)]
 DIMENSION = 384
@@ -62,14 +57,14 @@ def principals(count: int, tenants: int, groups: int, rng: random.Random) -> lis
     ]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--principals", type=int, default=200)
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--groups", type=int, default=20)
     parser.add_argument("--per-document", type=int, default=5, help="principals timed on the chunk-by-chunk path")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rng = random.Random(0)
     documents = chunks(args.chunks, args.tenants, args.groups, rng)
     users = principals(args.principals, args.tenants, args.groups, rng)
@@ -108,7 +103,7 @@ def main() -> None:
         }
     visible = [int(masks.mask(visible_filter(p)).sum()) for p in users]
     print(json.dumps({
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "machine": machine(),
         "chunks": args.chunks,
         "tenants": args.tenants,
         "groups": args.groups,
@@ -122,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

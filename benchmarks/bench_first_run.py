@@ -1,6 +1,6 @@
 """The README's first command, timed as a user meets it: `python run.py` on the shipped demo, warm.
 
-    python benchmarks/bench_first_run.py [--runs 2] [extra run.py overrides ...]
+    python -m benchmarks.bench_first_run [--runs 2] [extra run.py overrides ...]
 
 One untimed run fills the index and model caches; then each timed run is the whole process (imports, config,
 index load, model load, 83 questions, metrics, MLflow logging). Prints the wall time, where it went, the span
@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, cores
+
 WALL_TARGET_S = 75.0
 SPAN_P95_TARGET_S = 0.8
 F1_BASELINE = (0.318, 0.236, 0.405)  # grammar-sampled spans, demo set, before the trie decoder
@@ -67,11 +68,11 @@ def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2, help="timed runs after the warm-up run")
     parser.add_argument("overrides", nargs="*", help="extra run.py overrides")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         timed_run(out / "warm-up", args.overrides)
@@ -79,10 +80,10 @@ def main() -> None:
     walls = [wall for wall, _ in results]
     rows = report(walls, results[-1][1])
     width = max(len(r[0]) for r in rows)
-    print(f"python run.py {' '.join(args.overrides)} on {os.cpu_count()} cores, {args.runs} warm runs")
+    print(f"python run.py {' '.join(args.overrides)} on {cores()} cores, {args.runs} warm runs")
     for name, value, target, met in rows:
         print(f"{name:<{width}}  {value:<34} {target:<18} {met}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

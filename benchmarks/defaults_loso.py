@@ -30,31 +30,36 @@ import argparse
 import dataclasses
 import datetime
 import hashlib
-import os
 import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from haystack import Document
 
-from haystack import Document  # noqa: E402
+from benchmarks import fusion_loso
+from benchmarks.common import (
+    RESULTS,
+    ROOT,
+    command,
+    cores,
+    dated_result,
+    given_args,
+    report_header,
+    write_result,
+)
+from benchmarks.crag_loso import applied
+from benchmarks.fusion_loso import LOSS_THRESHOLD, SetRun, best_single, relative
+from components.common.paths import cache_root
+from components.context.context_window import ContextWindow
+from components.context.extractive_compressor import ExtractiveCompressor
+from experiments.datasets import doc_sets
+from experiments.evaluation.relevance import judge
+from experiments.runs.config import compose
+from experiments.tuning.calibrate import fit, grade_golden_set
+from pipelines.models import resolve_model
 
-from benchmarks import fusion_loso  # noqa: E402
-from benchmarks.crag_loso import applied  # noqa: E402
-from benchmarks.fusion_loso import LOSS_THRESHOLD, SetRun, best_single, relative  # noqa: E402
-from components.context.context_window import ContextWindow  # noqa: E402
-from components.context.extractive_compressor import ExtractiveCompressor  # noqa: E402
-from experiments.datasets import doc_sets  # noqa: E402
-from experiments.evaluation.relevance import judge  # noqa: E402
-from experiments.runs.config import compose  # noqa: E402
-from experiments.tuning.calibrate import fit, grade_golden_set  # noqa: E402
-from pipelines.models import resolve_model  # noqa: E402
-
-RESULTS = ROOT / "docs" / "results"
 PREVIOUS_FUSION = "dbsf b=0.5 wd=1.5"  # e5's fusion default before this report (it lost 12 % to BM25 on a held-out set)
 CONTEXT_TOP_K = 3  # conf/answer/extractive.yaml: context_top_k
 RECALL_LIMIT = 0.03
@@ -130,7 +135,7 @@ def _mean_words(contexts: Sequence[Sequence[Document]]) -> float:
 def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return f"{cpu}, {cores()} cores, Python {platform.python_version()}"
 
 
 def fusion_section(runs: dict[str, SetRun], results: dict[str, dict[str, dict[str, float]]], labels: list[str]) -> list[str]:
@@ -269,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", help="set names (default: every set)")
     parser.add_argument("--halueval", choices=("auto", "yes", "no"), default="auto")
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("RAGTUNE_CACHE", ROOT / ".cache/ragtune")))
+    parser.add_argument("--cache", type=Path, default=ROOT / cache_root())
     parser.add_argument("--out", type=Path, help=f"the report (default: {RESULTS}/<date>-defaults-loso.md)")
     args = parser.parse_args(argv)
     cache = args.cache.resolve()
@@ -292,14 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs[f"{name}@dense-x{STRESS_RATIO:g}"] = stressed(runs[name], weak[name])
     points = fusion_loso.grid()
     results = {name: fusion_loso.evaluate_set(run, points) for name, run in runs.items()}
-    command = "python -m benchmarks.defaults_loso" + (" " + " ".join(argv or sys.argv[1:]) if (argv or sys.argv[1:]) else "")
+    command_line = command("benchmarks.defaults_loso", given_args(argv))
     today = datetime.date.today().isoformat()
     report = [
-        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        report_header(command_line),
         "",
         f"# Defaults by leave-one-set-out ({today})",
         "",
-        f"Written by `{command}` on {machine()}. Sets: {', '.join(n for n in runs if n in known)}; stressed "
+        f"Written by `{command_line}` on {machine()}. Sets: {', '.join(n for n in runs if n in known)}; stressed "
         f"folds: {', '.join(n for n in runs if n not in known) or 'none'} ({len(runs)} folds).",
         "",
         *fusion_section(runs, results, list(points)),
@@ -311,11 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         *crag_section({name: known[name] for name in runs if name in known and name != "halueval"}),
         "",
     ]
-    out = args.out or RESULTS / f"{today}-defaults-loso.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(report), encoding="utf-8")
     print("\n".join(report))
-    print(f"wrote {out}")
+    write_result(args.out or dated_result("defaults-loso"), "\n".join(report))
     return 0
 
 

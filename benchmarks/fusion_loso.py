@@ -1,10 +1,10 @@
 """Leave-one-set-out choice of the hybrid fusion settings: is a setting chosen on the other sets safe on a new one?
 
-    python benchmarks/fusion_loso.py                    # demo-en, demo-zh, HaluEval-200 (if its index is cached),
+    python -m benchmarks.fusion_loso                    # demo-en, demo-zh, HaluEval-200 (if its index is cached),
                                                         # and every set under .cache/ragtune/doc_sets/
-    python benchmarks/fusion_loso.py --sets demo-en python_faq-en debian_faq-zh --json loso.json
-    python benchmarks/fusion_loso.py --halueval yes     # build HaluEval's embedded index if needed (minutes)
-    python benchmarks/fusion_loso.py --overrides models=e5_small   # the same folds over multilingual-e5 indexes
+    python -m benchmarks.fusion_loso --sets demo-en python_faq-en debian_faq-zh --json loso.json
+    python -m benchmarks.fusion_loso --halueval yes     # build HaluEval's embedded index if needed (minutes)
+    python -m benchmarks.fusion_loso --overrides models=e5_small   # the same folds over multilingual-e5 indexes
 
 Per set, the project's own hybrid pipeline (`pipeline=hybrid`, built by pipelines/builder.py over the index
 pipelines/ingest.py builds or loads) runs ONCE per golden question; the BM25 and dense candidate lists it hands to
@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import pickle
 import sys
 import time
@@ -38,21 +37,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from haystack import Document
+from omegaconf import OmegaConf
+from tqdm import tqdm
 
-from haystack import Document  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from components.joiners.rank_fusion_joiner import RankFusionJoiner  # noqa: E402
-from experiments.datasets.golden import GoldenItem  # noqa: E402
-from experiments.evaluation.metrics import rank_metrics  # noqa: E402
-from experiments.evaluation.relevance import judge  # noqa: E402
-from experiments.runs.config import compose, validate  # noqa: E402
-from experiments.runs.indexed import prepare_pipeline  # noqa: E402
-from pipelines.fusion_fit import KINDS, choose_weight, pseudo_query_lists  # noqa: E402
+from benchmarks.common import ROOT
+from components.common.paths import cache_root
+from components.joiners.rank_fusion_joiner import RankFusionJoiner
+from experiments.datasets.golden import GoldenItem
+from experiments.evaluation.metrics import rank_metrics
+from experiments.evaluation.relevance import judge
+from experiments.runs.config import compose, validate
+from experiments.runs.indexed import prepare_pipeline
+from pipelines.fusion_fit import KINDS, choose_weight, pseudo_query_lists
 
 K = 10
 LOSS_THRESHOLD = 0.02  # a held-out MRR@10 more than 2 % (relative) below the best single path is a loss
@@ -431,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="auto: only when its embedded index is already cached",
     )
     parser.add_argument(
-        "--cache", type=Path, default=Path(os.environ.get("RAGTUNE_CACHE", ROOT / ".cache/ragtune"))
+        "--cache", type=Path, default=ROOT / cache_root()
     )
     parser.add_argument(
         "--no-cache", action="store_true", help="re-run retrieval even when its lists are cached"

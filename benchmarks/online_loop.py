@@ -1,7 +1,7 @@
 """The online loop end to end, as a user runs it (issue 38): offline runs -> promotion -> A/B serving -> ratings ->
 online report -> harvest -> the harvested questions as a regression test.
 
-    python benchmarks/online_loop.py [--work DIR] [--questions 320] [--users 40] [--results FILE] [--costs]
+    python -m benchmarks.online_loop [--work DIR] [--questions 320] [--users 40] [--results FILE] [--costs]
 
 1. `run.py` twice on the demo, differing in one slot (answer=span, answer=extractive); both promoted to one
    registered model, as aliases champion and challenger.
@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -36,18 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import httpx
+import mlflow
+import numpy as np
+import yaml
 
-import httpx  # noqa: E402
-import mlflow  # noqa: E402
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-
-from benchmarks.bench_serve import client_loop  # noqa: E402
-from experiments.comparison.paired_compare import compare_records, load_per_question  # noqa: E402
-from experiments.evaluation.answer_metrics import token_f1  # noqa: E402
-from serving.loopback import free_port, wait_until_up  # noqa: E402
+from benchmarks.common import ROOT, machine, machine_line, report_header, run_clients
+from experiments.comparison.paired_compare import compare_records, load_per_question
+from experiments.evaluation.answer_metrics import token_f1
+from serving.loopback import free_port, wait_until_up
 
 MODEL = "handbook"
 SLOTS = {"champion": "answer=span", "challenger": "answer=extractive"}
@@ -182,15 +178,7 @@ def offline(loop: Loop, runs: dict[str, str]) -> dict[str, Any]:
 
 def load(url: str, key: str, clients: int, seconds: float) -> dict[str, Any]:
     """bench_serve's clients against `url`: requests, failures and latency percentiles."""
-    questions = [item["question"] for item in golden_items()]
-    results: list[tuple[int, float]] = []
-    lock, stop = threading.Lock(), time.monotonic() + seconds
-    threads = [threading.Thread(target=client_loop, args=(url, key, questions, n * 7, stop, results, lock))
-               for n in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = run_clients(url, key, [item["question"] for item in golden_items()], clients, seconds)
     ok = [s for status, s in results if status == 200]
     return {"requests": len(results), "failed": len(results) - len(ok),
             "errors": dict(Counter(str(status) for status, _ in results if status != 200)),
@@ -235,10 +223,10 @@ def markdown(summary: dict[str, Any]) -> str:
         return "n/a" if x is None else f"{x:.{digits}f}"
 
     lines = [
-        "Command: `python benchmarks/online_loop.py --costs --results docs/results/2026-12-06-online-loop.md` · "
-        "[all results](README.md) · [README](../../README.md) · [serving](../serving.md)", "",
+        report_header("python -m benchmarks.online_loop --costs --results docs/results/2026-12-06-online-loop.md",
+                      "[serving](../serving.md)"), "",
         "# The online loop, end to end", "",
-        f"Date: {time.strftime('%Y-%m-%d')}. Machine: {summary['machine']}, Python {platform.python_version()}. "
+        f"Date: {time.strftime('%Y-%m-%d')}. {machine_line()} "
         f"Wall time {summary['wall_s']} s.", "",
         f"Two demo runs differing in one slot ({', '.join(f'{a}: `{s}`' for a, s in summary['slots'].items())}) "
         f"were promoted as aliases of one model and served 50/50 by `ragtune serve` (sticky per user). "
@@ -295,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = work.resolve()
     loop, started = Loop(work), time.perf_counter()
     keys = write_keys(work / "keys.yaml", args.users)
-    summary: dict[str, Any] = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
+    summary: dict[str, Any] = {"machine": machine(),
                                "slots": SLOTS, "questions": args.questions, "users": args.users}
     runs = {alias: loop.run_py(slot) for alias, slot in SLOTS.items()}
     for alias, run_id in runs.items():

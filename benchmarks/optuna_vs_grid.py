@@ -13,10 +13,7 @@ objective is retrieval/mrr_at_10, the one the default sweeper maximises. Writes 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -24,19 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import command, dated_result, given_args, machine_line, report_header, write_result
+from benchmarks.testset_tau import set_overrides
+from experiments.evaluation.evaluate import evaluate
+from experiments.evaluation.settings import EvalSettings
+from experiments.runs.config import compose
+from experiments.runs.indexed import prepare_pipeline
+from experiments.tuning.optuna_study import DEV, JobOutcome, run_study
+from experiments.tuning.search_space import search_space
 
-from benchmarks.testset_tau import set_overrides  # noqa: E402
-from experiments.evaluation.evaluate import evaluate  # noqa: E402
-from experiments.evaluation.settings import EvalSettings  # noqa: E402
-from experiments.runs.config import compose  # noqa: E402
-from experiments.runs.indexed import prepare_pipeline  # noqa: E402
-from experiments.tuning.optuna_study import DEV, JobOutcome, run_study  # noqa: E402
-from experiments.tuning.search_space import search_space  # noqa: E402
-
-RESULTS = ROOT / "docs" / "results"
 # the demo, and two sets whose questions are FAQ and manual headings (ragtune doc-sets build, before)
 SETS = ("demo-en", "demo-zh", "python_faq-en", "debian_reference-zh")
 METRIC = "retrieval/mrr_at_10"
@@ -103,13 +96,13 @@ def seconds_to_reach(curve: Curve, target: float) -> str:
     return "not reached" if trials is None else f"{curve.elapsed[trials - 1]:.0f}"
 
 
-def report(results: dict[str, tuple[Curve, Curve]], command: str, trials: int) -> str:
+def report(results: dict[str, tuple[Curve, Curve]], command_line: str, trials: int) -> str:
     lines = [
-        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        report_header(command_line),
         "",
         "# Optuna (TPE) against a grid on the same trial budget",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Budget: "
+        f"{machine_line()} Budget: "
         f"{trials} trials per sampler and set, on the set's dev part (`dataset.holdout.use=dev`). Space: "
         + ", ".join(f"`{k}` {v}" for k, v in SPACE.items())
         + f" ({_grid_size()} combinations). Objective: {METRIC} (maximised). The grid takes the combinations in a "
@@ -150,14 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = {name: (timed(name, "tpe", args.trials, args.seed), timed(name, "grid", args.trials, args.seed))
                for name in args.sets}
-    command = "python -m benchmarks.optuna_vs_grid" + (f" {' '.join(argv)}" if argv else "")
-    text = report(results, command, args.trials)
+    text = report(results, command("benchmarks.optuna_vs_grid", given_args(argv)), args.trials)
     print(text)
-    out = RESULTS / f"{datetime.date.today().isoformat()}-optuna-vs-grid.md"
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+    write_result(dated_result("optuna-vs-grid"), text, sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Does a reranker improve the ranking it is given, on every set we can build offline?
 
-    python benchmarks/rerank_sets.py                                  # reranker=e5 on every set, both index models
-    python benchmarks/rerank_sets.py --sets demo-zh halueval --models e5_small --weights 0 1 \\
+    python -m benchmarks.rerank_sets                                  # reranker=e5 on every set, both index models
+    python -m benchmarks.rerank_sets --sets demo-zh halueval --models e5_small --weights 0 1 \\
         --reranker e5 --json rerank.json
 
 Per set, index model (`models=...`) and `reranker.component.upstream_weight`, `run.py pipeline=hybrid` runs once
@@ -21,12 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.fusion_loso import BUILTIN_SETS, doc_set_overrides  # noqa: E402
-from benchmarks.jobs import run_job  # noqa: E402
-from experiments.comparison.significance import paired  # noqa: E402
+from benchmarks.common import ROOT, run_job
+from benchmarks.fusion_loso import BUILTIN_SETS, doc_set_overrides
+from components.common.paths import cache_root
+from experiments.comparison.significance import paired
 
 BEFORE, AFTER = "stage/fusion/mrr_at_10", "stage/reranker/mrr_at_10"
 
@@ -52,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--models", nargs="+", default=["offline", "e5_small"], help="index models (models=...)")
     parser.add_argument("--weights", nargs="+", type=float, default=[0.0, 1.0], help="upstream_weight values")
     parser.add_argument("--reranker", default="e5", help="reranker group choice")
-    parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "ragtune")
+    parser.add_argument("--cache", type=Path, default=ROOT / cache_root())
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "rerank_sets")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
@@ -77,4 +75,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

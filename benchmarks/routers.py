@@ -1,8 +1,8 @@
 """Router accuracy on the demo's labelled routes: each router alone and the cascade, per language.
 
-    python benchmarks/routers.py                       # rules, knn, llm, cascade (offline models)
-    python benchmarks/routers.py --routers rules knn   # a subset
-    python benchmarks/routers.py --overrides models=minilm
+    python -m benchmarks.routers                       # rules, knn, llm, cascade (offline models)
+    python -m benchmarks.routers --routers rules knn   # a subset
+    python -m benchmarks.routers --overrides models=minilm
 
 The questions are data/demo/golden.jsonl and golden_routes.jsonl (every item carries `route`); the knn router's
 examples (data/router/examples.jsonl) share none of them. Prints accuracy per language, which router decided
@@ -16,16 +16,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from components.common.text import detect_language  # noqa: E402
-from components.routers.routes import ROUTES  # noqa: E402
-from experiments.datasets.golden import GoldenItem, parse_golden  # noqa: E402
-from experiments.runs.config import compose  # noqa: E402
-from pipelines.instantiate import instantiate_component  # noqa: E402
+from benchmarks.common import ROOT
+from components.common.text import detect_language
+from components.routers.routes import ROUTES
+from experiments.datasets.golden import GoldenItem, parse_golden
+from experiments.runs.config import compose
+from pipelines.instantiate import instantiate_component
 
 GOLDEN = [ROOT / "data/demo/golden.jsonl", ROOT / "data/demo/golden_routes.jsonl"]
 
@@ -79,4 +76,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

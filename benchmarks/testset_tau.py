@@ -17,34 +17,36 @@ MIN_QUESTIONS generated questions pass the filters gets no tau. Writes docs/resu
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from haystack import Document
+from omegaconf import DictConfig
+from scipy.stats import kendalltau
 
-from haystack import Document  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
+from benchmarks.common import (
+    ROOT,
+    command,
+    dated_result,
+    given_args,
+    machine_line,
+    report_header,
+    write_result,
+)
+from components.common.paths import cache_root
+from experiments.datasets.golden import GoldenItem
+from experiments.datasets.llm_questions import LlmQuestionWriter
+from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer
+from experiments.evaluation.evaluate import evaluate
+from experiments.evaluation.settings import EvalSettings
+from experiments.runs.config import compose
+from experiments.runs.indexed import prepare_pipeline
+from pipelines.models import generator_identity
 
-from experiments.datasets.golden import GoldenItem  # noqa: E402
-from experiments.datasets.llm_questions import LlmQuestionWriter  # noqa: E402
-from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer  # noqa: E402
-from experiments.evaluation.evaluate import evaluate  # noqa: E402
-from experiments.evaluation.settings import EvalSettings  # noqa: E402
-from experiments.runs.config import compose  # noqa: E402
-from experiments.runs.indexed import prepare_pipeline  # noqa: E402
-from pipelines.models import generator_identity  # noqa: E402
-
-RESULTS = ROOT / "docs" / "results"
-DOC_SETS = ROOT / ".cache" / "ragtune" / "doc_sets"
+DOC_SETS = ROOT / cache_root() / "doc_sets"
 METRIC = "retrieval/mrr_at_10"
 CONFIGS: dict[str, list[str]] = {
     "bm25": ["pipeline=bm25"],
@@ -125,13 +127,13 @@ def measure(name: str, size: int, seed: int, writer: LlmQuestionWriter | None) -
     return SetResult(name, len(human), len(generated), drafts, scores)
 
 
-def report(results: Sequence[SetResult], command: str, size: int, generator: str) -> str:
+def report(results: Sequence[SetResult], command_line: str, size: int, generator: str) -> str:
     lines = [
-        f"Command: `{command}` · [all results](README.md) · [README](../../README.md)",
+        report_header(command_line),
         "",
         "# Generated golden sets: do they rank configurations as human-written questions do?",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+        f"{machine_line()} "
         f"Generator: {generator}, {size} questions asked per set, the answerable ones scored (a set with fewer "
         f"than {MIN_QUESTIONS} gets no tau). Human questions: the set's own golden questions (FAQ and manual headings for "
         f"the doc sets), a seeded sample of at most {HUMAN_QUESTIONS}. Metric: {METRIC} of {len(CONFIGS)} "
@@ -180,16 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         writer = llm_writer(chat)
         writer.warm_up()
     results = [measure(name, args.size, args.seed, writer) for name in args.sets]
-    shown = [a for i, a in enumerate(argv or []) if a != "--out" and (i == 0 or (argv or [])[i - 1] != "--out")]
-    command = "python -m benchmarks.testset_tau" + (f" {' '.join(shown)}" if shown else "")  # where it wrote: not a setting
-    text = report(results, command, args.size, generator_label(chat))
+    given = given_args(argv)
+    shown = [a for i, a in enumerate(given) if a != "--out" and (i == 0 or given[i - 1] != "--out")]  # not a setting
+    text = report(results, command("benchmarks.testset_tau", shown), args.size, generator_label(chat))
     print(text)
     suffix = "-llm" if chat is not None else ""
-    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-testset-tau{suffix}.md"
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+    write_result(args.out or dated_result(f"testset-tau{suffix}"), text, sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -31,7 +31,7 @@ def rag_agent(
     search_description: str,
     refusals: dict[str, str],
     sql_database: str | None = None,
-    sql_cache_dir: str = ".cache/ragtune/sql",
+    sql_cache_dir: str | None = None,
     native_tool_calls: bool = False,
     first_tool: str | None = None,
     passages: int = 3,

@@ -7,14 +7,24 @@ back with the reason, so the run can show it and a golden item citing it can say
 from __future__ import annotations
 
 import codecs
+import io
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import charset_normalizer
 from haystack import Document, Pipeline
-from haystack.components.converters import HTMLToDocument, PyPDFToDocument, TextFileToDocument
+from haystack.components.converters import (
+    CSVToDocument,
+    DOCXToDocument,
+    HTMLToDocument,
+    PPTXToDocument,
+    PyPDFToDocument,
+    TextFileToDocument,
+    XLSXToDocument,
+)
 from haystack.components.joiners import DocumentJoiner
 from haystack.components.preprocessors import DocumentCleaner
 from haystack.components.routers import FileTypeRouter
@@ -25,9 +35,21 @@ from pipelines.errors import UserError
 
 # Haystack's own mime lookup already maps .md/.markdown to text/markdown (haystack.utils.misc.CUSTOM_MIMETYPES),
 # so no mimetypes.add_type() call is needed for the router to see markdown files.
-MIME_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
-TEXT_MIME_TYPES = ("text/plain", "text/markdown")
-SUFFIXES = ".txt, .md, .markdown, .html, .htm, .pdf"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+# Python's own table lacks the Office types (only some systems' /etc/mime.types has them): the router
+# registers them (additional_mimetypes -> mimetypes.add_type) as the pipeline is built, before a file is read.
+OFFICE_SUFFIXES = {DOCX: ".docx", PPTX: ".pptx", XLSX: ".xlsx"}
+MIME_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf", "text/csv", *OFFICE_SUFFIXES)
+# Decoded by ragtune's codec check first, so a GBK .csv reads like a GBK .txt.
+TEXT_MIME_TYPES = ("text/plain", "text/markdown", "text/csv")
+SUFFIXES = ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .pptx, .xlsx, .csv"
+# Office files are ZIP packages; a password-protected one is an OLE compound file, as old binary ones are.
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# Nested metadata the DOCX and XLSX converters add (document properties, sheet name): the sheet name moves
+# into the text, and the rest is left out so every source keeps the flat meta the stores and filters expect.
+_CONVERTER_META = ("docx", "xlsx")
 # Try UTF-8, then decode with the charset charset_normalizer detects, when it is sure of it.
 AUTO_ENCODING = "auto"
 # charset_normalizer scores each codec that decodes the bytes by its chaos (the share of odd characters, 0 to 1), and
@@ -64,15 +86,24 @@ def build_conversion_pipeline() -> Pipeline:
     """Route by MIME type, convert, join and lightly clean, so evidence quotes still match the result.
 
     Markdown goes through TextFileToDocument (not MarkdownToDocument) to keep the raw headings the markdown
-    chunker needs. The cleaner only canonicalises (NFC, CRLF -> LF, outer whitespace); it keeps blank lines,
-    inner whitespace runs and repeated headers/footers because collapsing them would move paragraph breaks and
-    delete text that golden quotes may cite.
+    chunker needs. Word and Excel tables come out as Markdown tables, so a row keeps its cells side by side
+    in a chunk; a .csv keeps its own text (one row a line under its header, and what a quote copies from it).
+    The cleaner only canonicalises (NFC, CRLF -> LF, outer whitespace); it keeps blank lines, inner whitespace
+    runs and repeated headers/footers because collapsing them would move paragraph breaks and delete text that
+    golden quotes may cite.
     """
     pipeline = Pipeline()
-    pipeline.add_component("router", FileTypeRouter(mime_types=list(MIME_TYPES)))
+    pipeline.add_component(
+        "router",
+        FileTypeRouter(mime_types=list(MIME_TYPES), additional_mimetypes=dict(OFFICE_SUFFIXES)),
+    )
     pipeline.add_component("text_converter", TextFileToDocument())
     pipeline.add_component("html_converter", HTMLToDocument())
     pipeline.add_component("pdf_converter", PyPDFToDocument())
+    pipeline.add_component("csv_converter", CSVToDocument())
+    pipeline.add_component("docx_converter", DOCXToDocument(table_format="markdown"))
+    pipeline.add_component("pptx_converter", PPTXToDocument())
+    pipeline.add_component("xlsx_converter", XLSXToDocument(table_format="markdown"))
     pipeline.add_component("joiner", DocumentJoiner(join_mode="concatenate", sort_by_score=False))
     pipeline.add_component(
         "cleaner",
@@ -86,13 +117,20 @@ def build_conversion_pipeline() -> Pipeline:
             min_content_length=1,
         ),
     )
-    pipeline.connect("router.text/plain", "text_converter.sources")
-    pipeline.connect("router.text/markdown", "text_converter.sources")
-    pipeline.connect("router.text/html", "html_converter.sources")
-    pipeline.connect("router.application/pdf", "pdf_converter.sources")
-    pipeline.connect("text_converter.documents", "joiner.documents")
-    pipeline.connect("html_converter.documents", "joiner.documents")
-    pipeline.connect("pdf_converter.documents", "joiner.documents")
+    converters = {
+        "text/plain": "text_converter",
+        "text/markdown": "text_converter",
+        "text/html": "html_converter",
+        "application/pdf": "pdf_converter",
+        "text/csv": "csv_converter",
+        DOCX: "docx_converter",
+        PPTX: "pptx_converter",
+        XLSX: "xlsx_converter",
+    }
+    for mime_type, converter in converters.items():
+        pipeline.connect(f"router.{mime_type}", f"{converter}.sources")
+    for converter in dict.fromkeys(converters.values()):
+        pipeline.connect(f"{converter}.documents", "joiner.documents")
     pipeline.connect("joiner.documents", "cleaner.documents")
     return pipeline
 
@@ -108,8 +146,9 @@ def convert_files(
 
     `doc_id` is the path relative to `root` with POSIX separators, so ids are the same on every OS.
     `extra_meta` maps a doc_id to metadata merged into that document (tenant, acl, ...). `encoding` applies
-    to .txt/.md files: "auto" or a Python codec name (HTML declares its own charset, PDF has none). A text
-    file not read as UTF-8 records its codec in `meta["encoding"]`. An empty result is an error.
+    to .txt/.md/.csv files: "auto" or a Python codec name (HTML declares its own charset, PDF and Office files
+    have none). A text file not read as UTF-8 records its codec in `meta["encoding"]`. An empty result is an
+    error.
     """
     root = Path(root)
     extra_meta = extra_meta or {}
@@ -139,9 +178,10 @@ def convert_files(
                     continue
                 metas.append({**extra_meta.get(doc_id, {}), "doc_id": doc_id})
             result = pipeline.run({"router": {"sources": sources, "meta": metas}}) if sources else {}
+            parts: dict[str, list[Document]] = {}
             for doc in result.get("cleaner", {}).get("documents", []):
-                doc_id = doc.meta["doc_id"]
-                converted[doc_id] = Document(id=doc_id, content=doc.content, meta=dict(doc.meta))
+                parts.setdefault(doc.meta["doc_id"], []).append(doc)
+            converted |= {doc_id: _source_document(doc_id, docs) for doc_id, docs in parts.items()}
             for source in result.get("router", {}).get("unclassified", []):
                 suffix = Path(source.meta["doc_id"]).suffix or "(none)"
                 skipped[source.meta["doc_id"]] = f"unsupported file type {suffix} (supported: {SUFFIXES})"
@@ -161,8 +201,20 @@ def convert_files(
     return Conversion([converted[doc_id] for doc_id in sorted(converted)], dict(sorted(skipped.items())))
 
 
+def _source_document(doc_id: str, parts: Sequence[Document]) -> Document:
+    """The one canonical Document of a file. XLSXToDocument makes one Document per sheet: they are joined in
+    workbook order, each table under a `## <sheet name>` heading, so ingest=markdown keeps a sheet together
+    and a chunk says which sheet it comes from."""
+    meta = {key: value for key, value in parts[0].meta.items() if key not in _CONVERTER_META}
+    if "xlsx" not in parts[0].meta:
+        return Document(id=doc_id, content=parts[0].content, meta=meta)
+    sheets = [f"## {part.meta['xlsx']['sheet_name']}\n\n{part.content}" for part in parts]
+    return Document(id=doc_id, content="\n\n".join(sheets), meta=meta)
+
+
 def _read_source(path: Path, encoding: str) -> ByteStream:
-    """The file's bytes for the router; a text file must decode, and a codec other than UTF-8 goes in meta."""
+    """The file's bytes for the router; a text file must decode (a codec other than UTF-8 goes in meta), and
+    an Office file must be a readable package: the converters would only log why they dropped it."""
     try:
         stream = ByteStream.from_file_path(path, meta={"file_path": str(path)}, guess_mime_type=True)
     except OSError as exc:
@@ -171,7 +223,22 @@ def _read_source(path: Path, encoding: str) -> ByteStream:
         codec = _text_codec(stream.data, encoding)
         if codec != "utf-8":
             stream.meta["encoding"] = codec
+    elif stream.mime_type in OFFICE_SUFFIXES:
+        _check_package(stream.data, OFFICE_SUFFIXES[stream.mime_type])
     return stream
+
+
+def _check_package(data: bytes, suffix: str) -> None:
+    """Raises _Unreadable when `data` is not an Office Open XML package (a ZIP whose entries list)."""
+    if data.startswith(_OLE_MAGIC):
+        raise _Unreadable(
+            f"not a readable {suffix} file: it is password-protected (encrypted), or an old binary Office "
+            f"file renamed to {suffix}; save it without a password in the {suffix} format"
+        )
+    try:
+        zipfile.ZipFile(io.BytesIO(data)).close()
+    except zipfile.BadZipFile as exc:
+        raise _Unreadable(f"not a readable {suffix} file (damaged or not a ZIP package: {exc})") from None
 
 
 def _text_codec(data: bytes, encoding: str) -> str:

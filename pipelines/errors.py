@@ -9,3 +9,7 @@ from __future__ import annotations
 
 class UserError(Exception):
     """A mistake in config, data or environment; the message names the key, file or line at fault."""
+
+
+class ConfigError(UserError, ValueError):
+    """A config value that cannot work; the message names the key."""

@@ -30,11 +30,11 @@ from mlflow.models import Model
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.runs.config import PROJECT_DIR, ConfigError, register_config, validate
+from experiments.runs.config import PROJECT_DIR, register_config, validate
 from experiments.runs.identities import TAG_PREFIX
 from experiments.runs.portable import PORTABLE_CONFIG, project_files, relocated
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
-from pipelines.errors import UserError
+from pipelines.errors import ConfigError, UserError
 from pipelines.ingest import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
 
 CONFIG, RESOLVED, PIPELINE, IDENTITIES, INDEX, FILES = (

@@ -20,7 +20,7 @@ import jwt
 import yaml
 from jwt.algorithms import get_default_algorithms
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.settings import JwtSettings, ServeSettings
 
 logger = logging.getLogger("ragtune.serve")

@@ -34,7 +34,7 @@ from mlflow.protos.databricks_pb2 import (
 )
 from pydantic import ValidationError
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.online.traces import Traces, model_version, served_model, traced
 from serving.online.variants import Variant
 from serving.principals import Principal, credential_lookup, scoped_filters

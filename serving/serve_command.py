@@ -13,7 +13,7 @@ import threading
 
 from omegaconf import DictConfig
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.bundle import download_bundle
 from serving.online.traces import Traces, model_version, served_model
 from serving.online.variants import Variant
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
                     raise ConfigError(f"{variant.uri}: its pipeline has no 'filters' input, so requests cannot be "
                                       "kept to their tenant")
                 variant.answerer = pipeline
-                print(f"serve: {variant.uri} (version {variant.version}) is {pipeline.access.summary()}",
+                print(f"serve: {variant.uri} is {pipeline.access.summary()} (version {variant.version})",
                       file=sys.stderr)
             shares = ", ".join(f"{v.name} {v.weight / sum(x.weight for x in served):.0%}" for v in served)
             print(f"serve: {uri} is ready on http://{serve.host}:{serve.port} ({shares}"

@@ -28,8 +28,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from experiments.runs.config import ConfigError
-from pipelines.errors import UserError
+from pipelines.errors import ConfigError, UserError
 from serving.online.feedback import UNKNOWN, FeedbackReply, FeedbackRequest, Ratings
 from serving.online.metrics import ServerMetrics
 from serving.online.traces import RequestTrace, Traces, served_model, stated_version, traced

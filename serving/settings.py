@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig
 
-from experiments.runs.config import ConfigError, compose, typed
+from experiments.runs.config import compose, typed
 from experiments.runs.settings import MlflowSettings
+from pipelines.errors import ConfigError
 
 # `mlflow models serve` runs the pyfunc model with no arguments: its serve.* overrides come from here.
 SERVE_ENV = "RAGTUNE_SERVE"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jieba
@@ -12,8 +11,8 @@ from jinja2 import Template
 
 from components.answer.constrained_choice import choose, load_gguf
 from components.answer.extractive_answerer import Candidate, ExtractiveAnswerer, answerable
+from components.common.words import HAN
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _EDGE_PUNCTUATION = " .,;:!?()[]{}\"'“”‘’。，；：！？（）、"
 
 
@@ -168,7 +167,7 @@ class SpanAnswerer:
 
 def split_words(sentence: str) -> tuple[list[str], str]:
     """Words and the string that joins them back: jieba words with no joiner for Chinese, else whitespace."""
-    if _HAN.search(sentence):
+    if HAN.search(sentence):
         return [w for w in jieba.lcut(sentence) if w.strip()], ""
     return sentence.split(), " "
 

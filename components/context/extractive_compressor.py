@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,8 +11,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 
 from components.common import llama_log
 from components.common.sentences import content_terms, split_sentences
-
-_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+from components.common.words import budget_words
 
 
 @dataclass(frozen=True)
@@ -111,7 +109,7 @@ class ExtractiveCompressor:
         if self.tokenizer_model:
             self.warm_up()
             return len(self._vocab.tokenize(text.encode(), add_bos=False))
-        return _words(text)
+        return budget_words(text)
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
@@ -173,11 +171,6 @@ def _scores(query: str, texts: list[str]) -> list[float]:
 def _jaccard(a: str, b: str) -> float:
     ta, tb = content_terms(a), content_terms(b)
     return len(ta & tb) / len(ta | tb) if ta | tb else 1.0
-
-
-def _words(text: str) -> int:
-    """Whitespace words, with each Han character counted as a word (Chinese has no spaces)."""
-    return len(_HAN.findall(text)) + len(_HAN.sub(" ", text).split())
 
 
 def _prefix(chunk: Document) -> int:

@@ -16,6 +16,7 @@ from haystack.components.agents.state import State
 from sqlglot import exp
 
 from components.agents.scoped_query import FILTERS_KEY
+from components.common.paths import cache_root
 from components.tools.sql_guard import CheckedQuery, SqlGuard, SqlRefused
 
 # What SQLite's authorizer lets a statement do: read tables and call the guard's functions, nothing else.
@@ -57,7 +58,7 @@ class SqlQuery:
         max_rows: int = 50,
         max_tables: int = 3,
         timeout_s: float = 2.0,
-        cache_dir: str = ".cache/ragtune/sql",
+        cache_dir: str | None = None,
     ) -> None:
         """
         :param database: A SQLite file, or a `.sql` script built once into a file under `cache_dir`.
@@ -65,7 +66,8 @@ class SqlQuery:
         :param max_rows: Rows per answer, at most (a LIMIT is added or lowered to it).
         :param max_tables: Table references per query, at most.
         :param timeout_s: Seconds a query may run.
-        :param cache_dir: Where a `.sql` script's database file is kept, named by the script's digest.
+        :param cache_dir: Where a `.sql` script's database file is kept, named by the script's digest; None:
+            `<cache root>/sql` ($RAGTUNE_CACHE, else .cache/ragtune, as `paths.cache`).
         """
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -74,7 +76,7 @@ class SqlQuery:
         self.max_rows = max_rows
         self.max_tables = max_tables
         self.timeout_s = timeout_s
-        self.cache_dir = cache_dir
+        self.cache_dir = cache_dir if cache_dir is not None else str(cache_root() / "sql")
         self._connection: sqlite3.Connection | None = None
         self._guard: SqlGuard | None = None
         self._primary_keys: dict[str, str] = {}

@@ -64,8 +64,9 @@ def resolve_path(value: str, key: str, *, is_dir: bool) -> Path:
     return path
 
 
-def seeded_rank(seed: int, key: str) -> str:
-    """A sort key that orders items the same way on every machine for a seed, whatever order they came in."""
+def seeded_rank(seed: int | str, key: str) -> str:
+    """A sort key that orders items the same way on every machine for a seed, whatever order they came in: the
+    SHA-256 of `<seed>:<key>` (the holdout split, the generated test set, and the doc sets seeded by their name)."""
     return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
 

@@ -23,9 +23,9 @@ it with `dpkg-deb -x`, splits every selected HTML page at each heading (h1-h6) a
   each evidence quote located in the corpus (the build fails naming every quote it cannot find).
 - `SOURCE.json` and `README.md`: package, version, .deb SHA-256, filters, counts, how queries were sampled.
 
-The set is written into a temporary folder beside the output folder and swapped in only once complete, so a failed
-rebuild keeps the previous set. An output folder that holds anything but a set ragtune wrote (its marker file) is
-refused unless `--force`.
+The cache root is `$RAGTUNE_CACHE` when set, as for `paths.cache`. The set is written into a temporary folder
+beside the output folder and swapped in only once complete, so a failed rebuild keeps the previous set. An output
+folder that holds anything but a set ragtune wrote (its marker file) is refused unless `--force`.
 
 Filters: a section whose body has fewer than `min_body_words` words is dropped; a section with a generic heading
 ("Introduction", "Contents", ...) or a heading of fewer than `min_heading_words` words stays in the corpus as a
@@ -58,13 +58,14 @@ from typing import Any
 from lxml import etree
 from lxml import html as lxml_html
 
+from components.common.paths import cache_root
+from components.common.words import prose_words
+from experiments.datasets.base import seeded_rank
 from experiments.runs.output_dir import check_output_folder
 from pipelines.errors import UserError
 
 BUILDER_VERSION = 2
-DEFAULT_ROOT = Path(".cache/ragtune/doc_sets")
 QUESTIONS_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
-DEFAULT_DEB_DIR = Path(".cache/ragtune/downloads/debs")
 # Written first into every set's folder: a folder bearing it may be replaced by a rebuild.
 MARKER = ".ragtune-doc-set"
 
@@ -197,8 +198,6 @@ _NUMBERING = re.compile(
     r"|(?i:chapter|appendix|part|section)\s+[0-9A-Z]+(?:\.\d+)*[.:]?|[A-Z]?\d+(?:\.\d+)*\.?|[A-Z]\.(?:\d+\.?)*)"
     r"\s+"
 )
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_WORD = re.compile(r"\w+")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0\u3000]+")
 _PRE_NEWLINE = "\x00"
@@ -490,15 +489,6 @@ def clean_heading(text: str) -> str:
 # --- filtering ------------------------------------------------------------------------------------------------
 
 
-def count_words(text: str) -> int:
-    """Words: runs of letters/digits outside Han text, plus one word per two Han characters (rounded up).
-
-    Chinese words average about two characters, so "文件系统权限" counts 3 words like "file system permissions".
-    """
-    han = len(_HAN.findall(text))
-    return len(_WORD.findall(_HAN.sub(" ", text))) + (han + 1) // 2
-
-
 def normalise(text: str) -> str:
     """Comparison form for de-duplication: NFKC, lower case, whitespace collapsed, end punctuation removed."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split()).rstrip("?.!:;。？！：；")
@@ -526,7 +516,7 @@ def select_sections(
     selection = Selection()
     seen_bodies: set[str] = set()
     for section in sections:
-        if count_words(section.body) < min_body_words:
+        if prose_words(section.body) < min_body_words:
             selection.dropped[f"body < {min_body_words} words"] += 1
             continue
         key = normalise(section.body)
@@ -539,7 +529,7 @@ def select_sections(
     for section in selection.documents:
         if not section.heading or is_generic_heading(section.heading):
             selection.no_query["generic heading"] += 1
-        elif count_words(section.heading) < min_heading_words:
+        elif prose_words(section.heading) < min_heading_words:
             selection.no_query[f"heading < {min_heading_words} words"] += 1
         elif heading_counts[normalise(section.heading)] > 1:
             selection.no_query["heading not unique"] += 1
@@ -560,7 +550,7 @@ def sample_queries(name: str, sections: Sequence[Section], limit: int | None) ->
     """At most `limit` sections, those with the smallest SHA-256 of `<name>:<doc id>`, back in page order."""
     if limit is None or len(sections) <= limit:
         return list(sections)
-    ranked = sorted(sections, key=lambda s: hashlib.sha256(f"{name}:{doc_id(s)}".encode()).hexdigest())
+    ranked = sorted(sections, key=lambda s: seeded_rank(name, doc_id(s)))
     kept = {doc_id(s) for s in ranked[:limit]}
     return [s for s in sections if doc_id(s) in kept]
 
@@ -588,6 +578,16 @@ class Package:
     version: str
     deb: Path
     sha256: str
+
+
+def default_root() -> Path:
+    """Where `build` puts a set unless told: `<cache root>/doc_sets`, so $RAGTUNE_CACHE moves it like the rest."""
+    return cache_root() / "doc_sets"
+
+
+def default_deb_dir() -> Path:
+    """Where downloaded packages are kept: `<cache root>/downloads/debs`."""
+    return cache_root() / "downloads" / "debs"
 
 
 def download_package(package: str, deb_dir: Path) -> Package:
@@ -653,7 +653,7 @@ def build(
     spec: DocSetSpec,
     out_dir: Path,
     deb: Path | None = None,
-    deb_dir: Path = DEFAULT_DEB_DIR,
+    deb_dir: Path | None = None,
     max_queries: int | None = None,
     min_heading_words: int = 3,
     min_body_words: int = 30,
@@ -662,10 +662,10 @@ def build(
     """Download (or take `deb`), unpack, parse and write the set into `out_dir`; returns SOURCE.json's content.
 
     `out_dir` is checked first (before the download) and replaced only by a complete set; a folder that is not a
-    set ragtune wrote is refused unless `force`.
+    set ragtune wrote is refused unless `force`. `deb_dir` None: `<cache root>/downloads/debs`.
     """
     check_output_folder(out_dir, force, MARKER)
-    package = package_info(deb) if deb else download_package(spec.package, deb_dir)
+    package = package_info(deb) if deb else download_package(spec.package, deb_dir or default_deb_dir())
     if package.name != spec.package:
         raise DocSetError(
             f"{package.deb}: is package {package.name!r}, set {spec.name} needs {spec.package!r}"
@@ -834,13 +834,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd = commands.add_parser("build", help="download a package and build one set")
     build_cmd.add_argument("name", nargs="+", choices=sorted(SPECS), help="set name(s)")
     build_cmd.add_argument(
-        "--out", type=Path, help=f"output folder (one set only; default {DEFAULT_ROOT}/NAME)"
+        "--out", type=Path, help=f"output folder (one set only; default {default_root()}/NAME)"
     )
     build_cmd.add_argument(
         "--deb", type=_deb_file, help="use this .deb instead of apt-get download (one set only)"
     )
     build_cmd.add_argument(
-        "--deb-dir", type=Path, default=DEFAULT_DEB_DIR, help="where downloaded .debs are kept"
+        "--deb-dir", type=Path, default=default_deb_dir(), help="where downloaded .debs are kept"
     )
     build_cmd.add_argument("--max-queries", type=_positive, help="cap on queries (default: the set's own)")
     build_cmd.add_argument(
@@ -856,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if len(args.name) > 1 and (args.out or args.deb):
         parser.error("--out and --deb take one set name")
-    out_dirs = {name: args.out or DEFAULT_ROOT / name for name in args.name}
+    out_dirs = {name: args.out or default_root() / name for name in args.name}
     for out_dir in out_dirs.values():  # every set's folder before the first download
         check_output_folder(out_dir, args.force, MARKER)
     for name, out_dir in out_dirs.items():

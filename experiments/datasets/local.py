@@ -1,4 +1,4 @@
-"""`dataset.kind=local`: a folder of .txt/.md/.html/.pdf files plus a golden JSONL."""
+"""`dataset.kind=local`: a folder of .txt/.md/.html/.pdf/.docx/.pptx/.xlsx/.csv files plus a golden JSONL."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from experiments.datasets.golden import load_golden
 from experiments.datasets.settings import LocalDataset
 from pipelines.conversion import Conversion, convert_files
 
-CONVERSION_PACKAGES = ("haystack-ai", "trafilatura", "pypdf")
+CONVERSION_PACKAGES = (
+    "haystack-ai", "trafilatura", "pypdf", "python-docx", "python-pptx", "openpyxl", "pandas", "tabulate"
+)
 
 
 def load_local(config: LocalDataset) -> Dataset:

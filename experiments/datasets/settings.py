@@ -92,15 +92,16 @@ class DemoDataset(GoldenFileSettings):
 class LocalDataset(GoldenFileSettings):
     name: str = "local"
     kind: str = "local"
-    # Your corpus: a folder of .txt/.md/.html/.pdf files (relative paths resolve against the directory you run from).
+    # Your corpus: a folder of .txt/.md/.html/.pdf/.docx/.pptx/.xlsx/.csv files (relative paths resolve against the
+    # directory you run from). Word and Excel tables become Markdown tables, one `## sheet` section per sheet.
     corpus_dir: str = MISSING
     # Its golden set, a JSONL file (docs/datasets.md#golden-jsonl); none yet: `ragtune testset` writes one.
     golden: str | None = None
     # Which files of corpus_dir to read; hidden files and folders are always left out.
     glob: str = "**/*"
-    # Text encoding of .txt/.md files: auto (UTF-8, else the detected charset when the detection is sure) or a Python
-    # codec such as gbk, big5, latin-1. Files that still cannot be read, or whose charset is uncertain or mixed, are
-    # listed as skipped, with the reason.
+    # Text encoding of .txt/.md/.csv files: auto (UTF-8, else the detected charset when the detection is sure) or a
+    # Python codec such as gbk, big5, latin-1. Files that still cannot be read, or whose charset is uncertain or
+    # mixed, are listed as skipped, with the reason.
     encoding: str = AUTO_ENCODING
     # JSONL of {"doc_id": ..., "tenant": ..., "acl": [...]} merged into each document's metadata.
     meta_file: str | None = None

@@ -17,9 +17,9 @@ import jieba
 from haystack.dataclasses import GeneratedAnswer
 
 from components.common.sentences import strip_citations
+from components.common.words import HAN_RUN
 from experiments.evaluation.agent_metrics import agent_scores
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ARTICLES = {"a", "an", "the"}
 
 
@@ -28,10 +28,10 @@ def answer_tokens(text: str) -> list[str]:
     text = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in text.lower())
     tokens: list[str] = []
     for piece in text.split():
-        for part in re.split(f"({_HAN.pattern})", piece):
+        for part in re.split(f"({HAN_RUN.pattern})", piece):
             if not part:
                 continue
-            if _HAN.fullmatch(part):
+            if HAN_RUN.fullmatch(part):
                 tokens.extend(t for t in jieba.lcut(part) if t.strip())
             elif part not in _ARTICLES:
                 tokens.append(part)

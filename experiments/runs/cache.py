@@ -12,7 +12,6 @@ ragtune wrote (they bear its marker, or its manifest): anything else in the fold
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import sys
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from components.common.paths import cache_root
 from pipelines.errors import UserError
 from pipelines.ingest import (
     LAST_USED,
@@ -56,7 +56,7 @@ class NotOurs:
 
 def default_cache_dir() -> Path:
     """The config default, `${paths.cache}/index` with paths.cache = $RAGTUNE_CACHE or .cache/ragtune."""
-    return Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune")) / "index"
+    return cache_root() / "index"
 
 
 def scan(cache_dir: Path) -> tuple[list[Snapshot], list[NotOurs]]:

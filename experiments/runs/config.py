@@ -28,15 +28,11 @@ from experiments.runs.settings import (
     RetrieverSettings,
     SelfCheckSettings,
 )
-from pipelines.errors import UserError
+from pipelines.errors import ConfigError, UserError
 from pipelines.fusion_fit import KINDS as FIT_KINDS
 from pipelines.models import resolve_model
 
 T = TypeVar("T")
-
-
-class ConfigError(UserError, ValueError):
-    """A config value that cannot work; the message names the key."""
 
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

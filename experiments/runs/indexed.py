@@ -18,10 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
 from experiments.datasets import Dataset, load_dataset
-from experiments.runs.config import ConfigError
 from experiments.runs.identities import model_identities
 from pipelines.builder import build_pipeline, reads_embeddings
 from pipelines.built import BuiltPipeline
+from pipelines.errors import ConfigError
 from pipelines.fusion_fit import FusionFit, FusionFitError, fit_fusion
 from pipelines.ingest import (
     DamagedIndexError,

@@ -32,7 +32,7 @@ from experiments.evaluation.judge import openai_compatible_judge
 from experiments.evaluation.report import CI_NOTE_TAG, ci_note, print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.evaluation.settings import EvalSettings
-from experiments.runs.config import ConfigError, register_config, typed, validate
+from experiments.runs.config import register_config, typed, validate
 from experiments.runs.identities import identity_tags, model_slots, slot_models
 from experiments.runs.indexed import prepare_pipeline
 from experiments.runs.portable import PORTABLE_CONFIG, portable_config
@@ -47,6 +47,7 @@ from experiments.runs.tracking import (
 )
 from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
 from pipelines.built import BuiltPipeline
+from pipelines.errors import ConfigError
 from pipelines.ingest import IndexInfo
 from pipelines.instantiate import instantiate_component
 from pipelines.models import check_endpoint

@@ -29,9 +29,9 @@ from experiments.comparison.significance import Interval, PairedComparison, mean
 from experiments.datasets.holdout import USE_KEY as HOLDOUT_KEY
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.report import ci_note
-from experiments.runs.config import ConfigError
 from experiments.runs.interrupts import Interrupted
 from experiments.tuning.search_space import SearchSpace
+from pipelines.errors import ConfigError
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")

@@ -16,7 +16,6 @@ Prints the held-out AUC of the trained grader; the weights are written, not ship
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from components.common.paths import cache_root
 from components.common.sentences import split_sentences
 from experiments.datasets.halueval import ensure_wheel, read_qa, shuffled_indices
 from experiments.tuning.calibrate import auc
@@ -108,7 +108,7 @@ def held_out_auc(model_dir: Path, pairs: Sequence[tuple[str, str, float]]) -> fl
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cache = Path(os.environ.get("RAGTUNE_CACHE", ".cache/ragtune"))  # paths.cache, where crag/scorer=cross_encoder looks
+    cache = cache_root()  # paths.cache, where crag/scorer=cross_encoder looks
     parser.add_argument("--out", type=Path, default=cache / "models" / "crag-grader")
     parser.add_argument("--cache", type=Path, default=cache, help="where the HaluEval wheel is kept")
     parser.add_argument("--questions", type=int, default=1200, help="training questions (the shuffle's last)")

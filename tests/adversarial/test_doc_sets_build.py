@@ -136,3 +136,16 @@ def test_max_queries_caps_the_queries(deb, tmp_path, capsys):
     assert build(deb, tmp_path / "out", "--max-queries", "5") == 0
     golden = (tmp_path / "out" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(golden) == 5
+
+
+def test_without_out_the_set_goes_under_ragtune_cache(deb, tmp_path, capsys, monkeypatch):
+    """The default folder follows $RAGTUNE_CACHE as `paths.cache` does, so `dataset.corpus_dir` finds it there."""
+    cache = tmp_path / "elsewhere"
+    monkeypatch.setenv("RAGTUNE_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)
+    assert ragtune("doc-sets", "build", SET, "--deb", str(deb)) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"{SET}: python3.11-doc 1.0: {QUESTIONS} documents, {QUESTIONS} queries "
+                     f"(all {QUESTIONS} candidate queries) -> {cache / 'doc_sets' / SET}")
+    assert (cache / "doc_sets" / SET / "golden.jsonl").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere"]  # nothing under ./.cache/ragtune

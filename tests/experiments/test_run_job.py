@@ -7,9 +7,9 @@ import mlflow
 import pytest
 
 from experiments.datasets.golden import GoldenError
-from experiments.runs.config import ConfigError
 from experiments.runs.runner import run_job
 from experiments.runs.tracking import TrackingError
+from pipelines.errors import ConfigError
 from pipelines.models import ModelUnavailableError
 from tests.support.run_py import job_config, write_local_dataset
 

@@ -70,6 +70,10 @@ def test_pipeline_uses_haystack_components():
         "TextFileToDocument",
         "HTMLToDocument",
         "PyPDFToDocument",
+        "CSVToDocument",
+        "DOCXToDocument",
+        "PPTXToDocument",
+        "XLSXToDocument",
         "DocumentJoiner",
         "DocumentCleaner",
     }
@@ -104,7 +108,7 @@ def test_convert_all_types_and_quotes_survive(corpus: Path):
 
     assert skipped == {
         "empty.txt": NO_TEXT,
-        "image.png": "unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf)",
+        "image.png": "unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, .pptx, .xlsx, .csv)",
     }
 
 
@@ -159,7 +163,7 @@ def test_empty_corpus_is_an_error_naming_the_reasons(tmp_path: Path):
     assert isinstance(excinfo.value, UserError) and isinstance(excinfo.value, ValueError)
     assert str(excinfo.value) == (
         f"{tmp_path}: no documents could be converted from 2 file(s)\n"
-        "  a.png: unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf)\n"
+        "  a.png: unsupported file type .png (supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, .pptx, .xlsx, .csv)\n"
         "  b.txt: not gbk text (illegal multibyte sequence: byte 0xff at offset 0)"
     )
     with pytest.raises(CorpusError, match="no documents could be converted from 0 file"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.bundle import IDENTITIES, INDEX, PromotionError, check_identities, read_bundle
 
 LEGACY_BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "model_promoted_before_serving_package" / "artifacts" / "bundle"

@@ -91,22 +91,6 @@ def test_an_unknown_mlflow_model_is_a_user_mistake_and_a_bug_keeps_its_traceback
     assert err.startswith("Traceback") and err.endswith("ZeroDivisionError: division by zero\n")
 
 
-@pytest.mark.parametrize("shim", ["acl_audit", "cache", "calibrate", "compare", "gate", "promote", "train_grader"])
-def test_the_old_python_m_commands_run_the_new_ones_for_one_release(shim):
-    name = {"acl_audit": "audit", "train_grader": "train-grader"}.get(shim, shim)
-    assert importlib.import_module(f"experiments.{shim}").main is importlib.import_module(cli.COMMANDS[name].module).main
-
-
-def test_an_old_python_m_command_still_answers():
-    import subprocess
-
-    from tests.support.paths import ROOT
-
-    done = subprocess.run([sys.executable, "-m", "experiments.compare", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr[-2000:]
-
-
 @pytest.mark.parametrize("override, why", [
     ("serve.port=abc", "Error merging override serve.port=abc: Value 'abc' of type 'str' could not be converted to "
                        "Integer"),

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
 
-from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
+from pipelines.errors import ConfigError
 from serving.principals import Principal, scoped_filters
 from serving.pyfunc_answerer import PyfuncAnswerer, requests
 from serving.settings import SERVE_ENV, ServeSettings

@@ -13,9 +13,8 @@ from haystack.core.errors import PipelineRuntimeError
 from haystack.errors import FilterError
 
 from components.retrievers.document_masks import DocumentMasks
-from experiments.runs.config import ConfigError
 from pipelines.access import IndexAccess
-from pipelines.errors import UserError
+from pipelines.errors import ConfigError, UserError
 from serving.principals import Principal, key_subject, read_api_keys, scoped_filters
 from serving.server import ServerState, authenticator, bearer, create_app, proxy_headers
 from serving.settings import JwtSettings, ServeSettings

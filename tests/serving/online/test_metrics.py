@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.online.traces import Traces
 from serving.principals import Principal, key_subject, read_api_keys
 from serving.server import ServerState, bearer, create_app

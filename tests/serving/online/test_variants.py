@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from haystack import tracing
 
-from experiments.runs.config import ConfigError
+from pipelines.errors import ConfigError
 from serving.online.traces import Traces
 from serving.online.variants import Variant, assign
 from serving.principals import Principal, scoped_filters
