@@ -12,7 +12,6 @@ answerer it replaced (0.318 [0.236, 0.405], measured before the change): within 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import ROOT, cores
+from pipelines.run_layout import JobFolder
 
 WALL_TARGET_S = 75.0
 SPAN_P95_TARGET_S = 0.8
@@ -39,7 +39,7 @@ def timed_run(out: Path, overrides: list[str]) -> tuple[float, dict]:
     )
     if done.returncode:
         raise SystemExit(f"run.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start, json.loads((out / "metrics.json").read_text())
+    return time.perf_counter() - start, JobFolder(out).metrics()
 
 
 def report(walls: list[float], metrics: dict) -> list[tuple[str, str, str, str]]:

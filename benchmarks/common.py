@@ -5,7 +5,6 @@ timing, and loopback clients against a running server."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -18,6 +17,8 @@ from typing import Any, TextIO
 
 import httpx
 import numpy as np
+
+from pipelines.run_layout import JobFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -81,12 +82,11 @@ def run_job(
     and per-question records.
 
     `reuse` reads a finished job already in `job` instead (delete the folder after changing its config)."""
-    if not (reuse and (job / "metrics.json").exists() and (job / "per_question.jsonl").exists()):
+    folder = JobFolder(job)
+    if not (reuse and folder.finished):
         job_command = [sys.executable, str(ROOT / "run.py"), *overrides, f"hydra.run.dir={job}"]
         subprocess.run(job_command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    lines = (job / "per_question.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    return json.loads((job / "metrics.json").read_text()), records
+    return folder.metrics(), folder.per_question() or []
 
 
 # --- timing -------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
     python -m benchmarks.defaults_loso --sets demo-en maint_guide-zh git_manual-en --out /tmp/loso.md
 
 The sets: the demo (English and Chinese halves), HaluEval-200 when its index is cached (`--halueval yes` builds it),
-and every set experiments/datasets/doc_sets.py can build (built here when missing): four with section headings as
+and every set experiments/datasets/doc_sets/ can build (built here when missing): four with section headings as
 queries and six with natural questions written by hand, four of them Chinese with English terms mixed in, each
 with unanswerable questions.
 

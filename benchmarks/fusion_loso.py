@@ -138,7 +138,7 @@ class SetRun:
 
 
 def doc_set_overrides(cache: Path) -> dict[str, list[str]]:
-    """Every set built by experiments/datasets/doc_sets.py under `<cache>/doc_sets/<name>/`."""
+    """Every set built by experiments/datasets/doc_sets/ under `<cache>/doc_sets/<name>/`."""
     sets = {}
     for source_file in sorted((cache / "doc_sets").glob("*/SOURCE.json")):
         source = json.loads(source_file.read_text(encoding="utf-8"))

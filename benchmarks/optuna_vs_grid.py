@@ -13,7 +13,6 @@ objective is retrieval/mrr_at_10, the one the default sweeper maximises. Writes 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from experiments.runs.config import compose
 from experiments.runs.indexed import prepare_pipeline
 from experiments.tuning.optuna_study import DEV, JobOutcome, run_study
 from experiments.tuning.search_space import search_space
+from pipelines.run_layout import JobFolder
 
 # the demo, and two sets whose questions are FAQ and manual headings (ragtune doc-sets build, before)
 SETS = ("demo-en", "demo-zh", "python_faq-en", "debian_reference-zh")
@@ -62,11 +62,11 @@ def run(set_name: str, sampler: str, trials: int, seed: int) -> Curve:
             index = prepared.index()
             prepared.warm_up()
             result = evaluate(prepared.query, prepared.dataset.golden, settings, progress=False)
-            job = folder / str(number)
-            job.mkdir()
-            (job / "metrics.json").write_text(json.dumps(result.metrics))
-            (job / "run.json").write_text(json.dumps({"index_fingerprint": index.fingerprint}))
-            outcomes.append(JobOutcome(job))
+            job = JobFolder(folder / str(number))
+            job.path.mkdir()
+            job.write_metrics(result.metrics)
+            job.write_run_info({"index_fingerprint": index.fingerprint})
+            outcomes.append(JobOutcome(job.path))
             elapsed.append(time.perf_counter() - start)
         return outcomes
 

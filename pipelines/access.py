@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.run_layout import ACCESS_FIELDS_TAG, ACCESS_META_FILE_TAG
+
 ACCESS_KEYS = ("tenant", "acl")
-ACCESS_FILE = "access.json"
 SHOWN_DOCUMENTS = 3  # documents named in a refusal; the count says how many more
 
 
@@ -86,8 +87,8 @@ class IndexAccess:
 
     def tags(self) -> dict[str, str]:
         return {
-            "ragtune.access_fields": ",".join(self.fields) or "none",
-            "ragtune.access_meta_file": self.meta_file or "none",
+            ACCESS_FIELDS_TAG: ",".join(self.fields) or "none",
+            ACCESS_META_FILE_TAG: self.meta_file or "none",
         }
 
     def widened_from(self, before: IndexAccess) -> list[str]:

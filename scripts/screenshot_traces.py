@@ -36,6 +36,7 @@ import httpx
 from websockets.sync.client import ClientConnection, connect
 
 from pipelines.errors import UserError
+from pipelines.run_layout import TRACE_TENANT_TAG
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -243,7 +244,7 @@ def traces_list(browser: Browser, ui: str, experiment_id: str, path: Path) -> No
     browser.call("Page.navigate", url=f"{ui}/#/experiments/{experiment_id}/traces")
     browser.wait("document.body.innerText.includes('user_rating')", "the user_rating column")
     dismiss_popups(browser)
-    show_columns(browser, {"Tokens": False, "Tags": False, "ragtune.tenant": True})
+    show_columns(browser, {"Tokens": False, "Tags": False, TRACE_TENANT_TAG: True})
     browser.click(by_component("mlflow_header.toggle_sidebar_button"))
     without_assistant(browser)
     browser.wait("[...document.querySelectorAll('[role=columnheader]')].some(e => e.innerText.includes('tenant')"

@@ -31,11 +31,18 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import PROJECT_DIR, register_config, validate
-from experiments.runs.identities import TAG_PREFIX
-from experiments.runs.portable import PORTABLE_CONFIG, project_files, relocated
-from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
+from experiments.runs.portable import project_files, relocated
+from pipelines.access import IndexAccess, file_digest
 from pipelines.errors import ConfigError, UserError
 from pipelines.ingest import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
+from pipelines.run_layout import (
+    ACCESS_FILE,
+    CONFIG_ARTIFACT,
+    INDEX_FINGERPRINT_TAG,
+    MODEL_TAG_PREFIX,
+    PIPELINE_ARTIFACT,
+    PORTABLE_CONFIG,
+)
 
 CONFIG, RESOLVED, PIPELINE, IDENTITIES, INDEX, FILES = (
     "config.yaml", "config.resolved.yaml", "pipeline.yaml", "identities.json", "index", "files",
@@ -66,14 +73,16 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     run_id = run.info.run_id
     logged = {artifact.path for artifact in client.list_artifacts(run_id)}
     portable = _artifact_text(client, run_id, logged, PORTABLE_CONFIG)
-    resolved = _artifact_text(client, run_id, logged, "config.yaml")
-    fingerprint = run.data.tags.get("ragtune.index_fingerprint")
+    resolved = _artifact_text(client, run_id, logged, CONFIG_ARTIFACT)
+    fingerprint = run.data.tags.get(INDEX_FINGERPRINT_TAG)
     if not fingerprint:
-        raise PromotionError(f"run {run_id} recorded no index (tag ragtune.index_fingerprint): it did not finish indexing")
+        raise PromotionError(
+            f"run {run_id} recorded no index (tag {INDEX_FINGERPRINT_TAG}): it did not finish indexing"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG).write_text(portable, encoding="utf-8")
     (out / RESOLVED).write_text(resolved, encoding="utf-8")
-    (out / PIPELINE).write_text(_artifact_text(client, run_id, logged, PIPELINE), encoding="utf-8")
+    (out / PIPELINE).write_text(_artifact_text(client, run_id, logged, PIPELINE_ARTIFACT), encoding="utf-8")
     cache_dir = Path(OmegaConf.create(resolved).ingest.cache_dir)
     index = out / INDEX / fingerprint
     _copy_snapshot(cache_dir / fingerprint, index, run_id)
@@ -87,7 +96,8 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
         shutil.copy2(client.download_artifacts(run_id, ACCESS_FILE), out / ACCESS_FILE)
     else:  # a run logged before runs recorded access: read it from the snapshot it served
         snapshot_access(index, _meta_file_digest(OmegaConf.create(resolved))).write(out / ACCESS_FILE)
-    models = {key.removeprefix(TAG_PREFIX): value for key, value in run.data.tags.items() if key.startswith(TAG_PREFIX)}
+    prefix = MODEL_TAG_PREFIX
+    models = {key.removeprefix(prefix): value for key, value in run.data.tags.items() if key.startswith(prefix)}
     identities = {
         "index_fingerprint": fingerprint,
         "models": {k: v for k, v in models.items() if k not in NOT_SERVED},

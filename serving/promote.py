@@ -49,27 +49,25 @@ from experiments.comparison.gate import (
     gate_runs,
     regression_limit,
 )
-from experiments.runs.sweep import STUDY_PART_TAG, child_runs, run_overrides
+from experiments.runs.sweep import child_runs, run_overrides
 from experiments.runs.tracking import TRACKING_HELP, connect
-from pipelines.access import ACCESS_FILE, IndexAccess
+from pipelines.access import IndexAccess
 from pipelines.errors import UserError
-from serving.bundle import PromotionError, snapshot_access, write_bundle
+from pipelines.run_layout import (
+    ACCESS_FILE,
+    ACCESS_WIDENED_TAG,
+    DATASET_CHANGED_TAG,
+    GATE_OVERRIDE_TAG,
+    GATE_TAG,
+    LINEAGE,
+    SOURCE_RUN_TAG,
+    STUDY_PART_TAG,
+    TEST_SPLIT_WAIVED_TAG,
+)
+from serving.bundle import IDENTITIES, INDEX, PromotionError, snapshot_access, write_bundle
 
 MODEL_FILE = Path(__file__).with_name("pyfunc_model.py")
-WIDENED = "ragtune.access_widened"
-DATASET_CHANGED = "ragtune.dataset_changed"
-TEST_SPLIT_WAIVED = "ragtune.test_split_waived"
 MODEL_NAME = "ragtune"  # the logged model's name inside its run
-SOURCE_RUN = "ragtune.source_run"
-# Run tags copied onto the version: its lineage.
-LINEAGE = {
-    "mlflow.parentRunId": "ragtune.sweep_parent",
-    "ragtune.git_commit": "ragtune.git_commit",
-    "ragtune.pipeline": "ragtune.pipeline",
-    "ragtune.dataset": "ragtune.dataset",
-    "ragtune.dataset_fingerprint": "ragtune.dataset_fingerprint",
-    "ragtune.index_fingerprint": "ragtune.index_fingerprint",
-}
 
 
 def pip_requirements(model_packages: Sequence[str]) -> list[str]:
@@ -91,7 +89,7 @@ def gate_against_alias(client: MlflowClient, run: Run, name: str, alias: str, ma
     behind = current_version(client, name, alias)
     if behind is None:
         return None
-    baseline = behind.tags.get(SOURCE_RUN) or behind.run_id
+    baseline = behind.tags.get(SOURCE_RUN_TAG) or behind.run_id
     return gate_runs(client, client.get_run(baseline), run, max_regression)
 
 
@@ -103,9 +101,9 @@ def version_access(name: str, version: ModelVersion) -> IndexAccess:
         return IndexAccess.read(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{ACCESS_FILE}")))
     except (MlflowException, OSError):
         pass
-    identities = json.loads(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/identities.json"))
+    identities = json.loads(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{IDENTITIES}"))
                             .read_text(encoding="utf-8"))
-    chunks = f"{bundle}/index/{identities['index_fingerprint']}/chunks.jsonl"
+    chunks = f"{bundle}/{INDEX}/{identities['index_fingerprint']}/chunks.jsonl"
     try:
         return snapshot_access(Path(mlflow.artifacts.download_artifacts(artifact_uri=chunks)).parent)
     except (MlflowException, OSError):
@@ -189,17 +187,18 @@ def promote(client: MlflowClient, run_id: str, name: str, alias: str, max_regres
                 registered_model_name=name,
             )
     version = str(info.registered_model_version)
-    tags = {SOURCE_RUN: run_id, "ragtune.gate": "forced" if refused else "passed" if verdict else "first version"}
+    gate = "forced" if refused else "passed" if verdict else "first version"
+    tags = {SOURCE_RUN_TAG: run_id, GATE_TAG: gate}
     tags |= {ours: run.data.tags[theirs] for theirs, ours in LINEAGE.items() if theirs in run.data.tags}
     tags |= access.tags()
     if refused:
-        tags["ragtune.gate_override"] = "true"
+        tags[GATE_OVERRIDE_TAG] = "true"
         if verdict.other_data is not None:
-            tags[DATASET_CHANGED] = verdict.other_data
+            tags[DATASET_CHANGED_TAG] = verdict.other_data
     if untested is not None:
-        tags[TEST_SPLIT_WAIVED] = untested
+        tags[TEST_SPLIT_WAIVED_TAG] = untested
     if wider:
-        tags[WIDENED] = "; ".join(wider)[:5000]
+        tags[ACCESS_WIDENED_TAG] = "; ".join(wider)[:5000]
     for key, value in tags.items():
         client.set_model_version_tag(name, version, key, value)
     client.update_model_version(name, version, description=description)
@@ -218,10 +217,11 @@ def move_alias(client: MlflowClient, name: str, alias: str, version: str, allow_
     if wider and not allow_wider:
         return refuse_wider(name, alias, wider)
     if wider:
-        client.set_model_version_tag(name, target.version, WIDENED, "; ".join(wider)[:5000])
+        client.set_model_version_tag(name, target.version, ACCESS_WIDENED_TAG, "; ".join(wider)[:5000])
     client.set_registered_model_alias(name, alias, target.version)
     was = f"version {before.version}" if before else "nothing"
-    print(f"promote: {name}@{alias} moved from {was} to version {target.version} (run {target.tags.get(SOURCE_RUN)})")
+    source = target.tags.get(SOURCE_RUN_TAG)
+    print(f"promote: {name}@{alias} moved from {was} to version {target.version} (run {source})")
     return EXIT_OK
 
 

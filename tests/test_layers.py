@@ -99,3 +99,44 @@ def test_component_tests_sit_in_their_components_group():
     assert [path.name for path in (ROOT / "tests" / "components").glob("*.py")] == ["__init__.py"]
     groups = {path.name for path in (ROOT / "components").iterdir() if (path / "__init__.py").exists()}
     assert {path.name for path in (ROOT / "tests" / "components").iterdir() if path.is_dir()} - {"__pycache__"} <= groups
+
+
+
+LAYOUT = ROOT / "pipelines" / "run_layout.py"
+# Where tag names could be written: the layers, the benchmarks, the scripts, the sweeper plugin, the entry points.
+TAGGING = (*LAYERS, "benchmarks", "scripts", "hydra_plugins")
+ENTRY_POINTS = ("run.py", "serve.py")
+
+
+def tag_literals(path: Path) -> list[tuple[int, str]]:
+    """The strings of a file that begin like a ragtune tag (`"ragtune.x"`, an f-string's first part too), with
+    their lines; a logger's name (`logging.getLogger("ragtune.serve")`) is no tag."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    logger_names = {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger"
+        for arg in node.args
+    }
+    return sorted(
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("ragtune.")
+        and id(node) not in logger_names
+    )
+
+
+def test_the_tag_scan_tells_tags_from_logger_names(tmp_path: Path):
+    source = tmp_path / "module.py"
+    source.write_text('import logging\nlog = logging.getLogger("ragtune.serve")\nother = getLogger("ragtune.x")\n'
+                      'tags = {"ragtune.error": "x", f"ragtune.{1}.tokenizer": "y"}\n', encoding="utf-8")
+    assert tag_literals(source) == [(4, "ragtune."), (4, "ragtune.error")]
+
+
+def test_no_ragtune_tag_name_is_spelled_outside_the_run_layout():
+    """Runs already logged are read by these names: one module spells them (pipelines/run_layout.py)."""
+    files = [ROOT / name for name in ENTRY_POINTS] + [path for top in TAGGING for path in (ROOT / top).rglob("*.py")]
+    assert LAYOUT in files and tag_literals(LAYOUT)
+    found = [f"{path.relative_to(ROOT)}:{line}: {text}" for path in files if path != LAYOUT
+             for line, text in tag_literals(path)]
+    assert found == []

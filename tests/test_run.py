@@ -15,7 +15,7 @@ import matplotlib.image
 import mlflow
 import pytest
 
-from experiments.runs.tracking import PID_TAG
+from pipelines.run_layout import HOST_TAG, PID_TAG, STALE_TAG
 from serving.loopback import free_port, wait_until_up
 from tests.support.paths import ROOT
 from tests.support.run_py import client, job_dir, run, write_local_dataset
@@ -397,7 +397,6 @@ def test_a_signal_during_evaluation_ends_the_run_killed_with_one_line(tmp_path, 
 
 
 def test_a_run_left_running_by_sigkill_is_marked_stale_by_the_next_run(tmp_path):
-    from experiments.runs.tracking import HOST_TAG, STALE_TAG
 
     mlflow_client = client(tmp_path)
     experiment = mlflow_client.create_experiment("demo")

@@ -32,9 +32,10 @@ from rich.table import Table
 from experiments.comparison.paired_compare import DEFAULT_METRICS, compare_runs
 from experiments.evaluation.metric_names import lower_is_better
 from experiments.evaluation.report import console
-from experiments.runs.sweep import BASELINE_TAG, child_runs, pick_baseline, run_labels
+from experiments.runs.sweep import child_runs, pick_baseline, run_labels
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError
+from pipelines.run_layout import BASELINE_TAG, GOLDEN_FINGERPRINT_TAG
 
 QUALITY = [
     "retrieval/hit_at_5",
@@ -148,10 +149,6 @@ def _bars(frame: pd.DataFrame, ax: Axes, title: str, ylim: tuple[float, float] |
     ax.grid(axis="y", alpha=0.3)
 
 
-# The golden questions a run answered (runner._tag_identity): only runs that answered the same ones pair up.
-GOLDEN_TAG = "ragtune.golden_fingerprint"
-
-
 def report_sweep(
     parent_run_id: str, png: Path, metrics: Sequence[str] = (*QUALITY, *COST), baseline: str | None = None
 ) -> pd.DataFrame:
@@ -193,9 +190,9 @@ def paired_tests(
     """Paired tests of each candidate against the baseline; a run without per-question records, or one that answered
     other questions (an Optuna study's test-part runs, a set generated apart that reuses its ids), is skipped,
     named."""
-    golden = baseline.data.tags.get(GOLDEN_TAG)
+    golden = baseline.data.tags.get(GOLDEN_FINGERPRINT_TAG)
     for candidate in candidates:
-        if golden is not None and candidate.data.tags.get(GOLDEN_TAG, golden) != golden:
+        if golden is not None and candidate.data.tags.get(GOLDEN_FINGERPRINT_TAG, golden) != golden:
             print(f"compare: paired tests skipped for {labels[candidate.info.run_id]}: it answered another golden set "
                   "than the baseline", file=sys.stderr)
             continue

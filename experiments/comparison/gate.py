@@ -31,6 +31,7 @@ from experiments.datasets.holdout import USE_KEY as HOLDOUT_PARAM
 from experiments.evaluation.metric_names import lower_is_better
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError
+from pipelines.run_layout import DATASET_FINGERPRINT_TAG, DATASET_TAG
 
 # One or two per layer: what a team watches before it ships a change.
 HEADLINE = {
@@ -39,9 +40,6 @@ HEADLINE = {
     "answer": ["answer/f1", "answer/refusal_accuracy", "answer/false_refusal_rate"],
 }
 EXIT_OK, EXIT_REGRESSED, EXIT_UNJUDGEABLE = 0, 1, 2
-# What run.py tags each run with (runner._tag_identity): the data set's name, and the fingerprint of its
-# corpus, golden set and settings.
-DATASET_TAG, DATASET_FINGERPRINT_TAG = "ragtune.dataset", "ragtune.dataset_fingerprint"
 
 
 def regression_limit(text: str) -> float:

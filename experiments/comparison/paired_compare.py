@@ -17,8 +17,8 @@ from experiments.evaluation import metric_names
 from experiments.evaluation.metric_names import lower_is_better
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.report import console
+from pipelines.run_layout import PER_QUESTION_FILE
 
-PER_QUESTION = "per_question.jsonl"
 LAYERS = ("retrieval/", "stage/", "context/", "answer/", "selfcheck/", "cost/")
 # Shown (and plotted) by default; `--all` shows every per-question metric.
 DEFAULT_METRICS = (
@@ -41,9 +41,11 @@ DEFAULT_METRICS = (
 def load_per_question(client: MlflowClient, run_id: str) -> dict[str, QuestionRecord]:
     """The run's per-question records by question id (the `per_question.jsonl` artifact every job logs)."""
     try:
-        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=PER_QUESTION)
+        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=PER_QUESTION_FILE)
     except Exception as e:
-        raise LookupError(f"run {run_id} has no {PER_QUESTION} artifact ({e}); was it logged by run.py?") from e
+        raise LookupError(
+            f"run {run_id} has no {PER_QUESTION_FILE} artifact ({e}); was it logged by run.py?"
+        ) from e
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     records = [QuestionRecord.from_json(json.loads(line)) for line in lines if line.strip()]
     return {r.id: r for r in records}

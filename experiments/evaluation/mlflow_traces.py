@@ -23,8 +23,8 @@ from haystack.tracing import Span, Tracer
 from mlflow.entities import LiveSpan, SpanType
 
 from pipelines.instrumentation import COMPONENT_NAME, COMPONENT_RUN, ComponentTimer, lean
+from pipelines.run_layout import QUESTION_TAG
 
-QUESTION_TAG = "ragtune.question_id"
 INPUTS = ("haystack.component.input", "haystack.pipeline.input_data", "haystack.agent.input",
           "haystack.agent.step.llm.input", "haystack.agent.step.tool.input")
 OUTPUTS = ("haystack.component.output", "haystack.pipeline.output_data", "haystack.agent.output",

@@ -17,7 +17,6 @@ RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
 # Below this many questions a bootstrap interval is no measure of uncertainty (one question gives [1.0, 1.0]).
 MIN_CI_QUESTIONS = 10
-CI_NOTE_TAG = "ragtune.ci"  # set on a run whose intervals are not meaningful, so the MLflow UI says so
 LAYER_METRICS = tuple(
     m
     for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.SELFCHECK,

@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipelines.built import BuiltPipeline
 from pipelines.models import generator_identity, model_identity
+from pipelines.run_layout import MODEL_TAG_PREFIX
 from pipelines.spec import ModelSlot
 
 # The slots of a pipeline spec without `model_slots` (a run promoted before specs declared them), as they were.
@@ -20,7 +21,6 @@ LEGACY_MODEL_SLOTS = {
     "route_decompose": ModelSlot("router.routes.decompose", "decomposer"),
     "route_multi_step": ModelSlot("router.routes.multi_step", "planner"),
 }
-TAG_PREFIX = "ragtune.model."
 
 
 def model_slots(query: BuiltPipeline) -> dict[str, ModelSlot]:
@@ -52,4 +52,4 @@ def model_identities(cfg: DictConfig, query: BuiltPipeline, embedder: str) -> di
 
 
 def identity_tags(identities: dict[str, str]) -> dict[str, str]:
-    return {f"{TAG_PREFIX}{slot}": identity for slot, identity in identities.items()}
+    return {f"{MODEL_TAG_PREFIX}{slot}": identity for slot, identity in identities.items()}

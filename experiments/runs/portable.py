@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import PROJECT_DIR
 
-PORTABLE_CONFIG = "config.portable.yaml"
 PROJECT_FILE = re.compile(r"^\$\{project_path:(?P<path>[^}]+)\}$")
 
 

@@ -29,13 +29,13 @@ from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
 from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
 from experiments.evaluation.judge import openai_compatible_judge
-from experiments.evaluation.report import CI_NOTE_TAG, ci_note, print_results, print_skipped_files
+from experiments.evaluation.report import ci_note, print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.evaluation.settings import EvalSettings
 from experiments.runs.config import register_config, typed, validate
 from experiments.runs.identities import identity_tags, model_slots, slot_models
 from experiments.runs.indexed import prepare_pipeline
-from experiments.runs.portable import PORTABLE_CONFIG, portable_config
+from experiments.runs.portable import portable_config
 from experiments.runs.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.runs.tracking import (
     connect,
@@ -45,12 +45,39 @@ from experiments.runs.tracking import (
     source_tags,
     use_experiment,
 )
-from pipelines.access import ACCESS_FILE, IndexAccess, file_digest
+from pipelines.access import IndexAccess, file_digest
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
 from pipelines.ingest import IndexInfo
 from pipelines.instantiate import instantiate_component
 from pipelines.models import check_endpoint
+from pipelines.run_layout import (
+    ACCESS_FILE,
+    CI_NOTE_TAG,
+    CONFIG_ARTIFACT,
+    CORPUS_FINGERPRINT_TAG,
+    DATASET_FINGERPRINT_TAG,
+    DATASET_SOURCE_ARTIFACT,
+    DATASET_TAG,
+    DIAGNOSIS_SUMMARY,
+    DIAGNOSIS_TABLE,
+    ERROR_ARTIFACT,
+    ERROR_TAG,
+    GOLDEN_FINGERPRINT_TAG,
+    INDEX_COLLECTION_TAG,
+    INDEX_FINGERPRINT_TAG,
+    INDEX_REBUILT_TAG,
+    INDEX_UPDATED_FROM_TAG,
+    LANGUAGE_TAG,
+    PER_QUESTION_TABLE_ARTIFACT,
+    PIPELINE_ARTIFACT,
+    PIPELINE_TAG,
+    PORTABLE_CONFIG,
+    SKIPPED_FILES_ARTIFACT,
+    STORE_URL_TAG,
+    JobFolder,
+    tokenizer_tag,
+)
 from pipelines.views import STAGE_PREFIX
 
 # Where a run is stored, not what it measures: kept in the overrides tag, left out of run names.
@@ -115,7 +142,7 @@ def run_job(
         connect(cfg.mlflow.tracking_uri)
         experiment_id = parent.experiment_id
     experiment = mlflow.get_experiment(experiment_id).name
-    tags = {"ragtune.pipeline": str(OmegaConf.select(cfg, "pipeline.name", default="?"))}
+    tags = {PIPELINE_TAG: str(OmegaConf.select(cfg, "pipeline.name", default="?"))}
     tags |= source_tags() | run_tags() | identity.tags
     with mlflow.start_run(
         experiment_id=experiment_id,
@@ -126,13 +153,13 @@ def run_job(
         try:
             validate(cfg)
             log_config_params(run.info.run_id, cfg)
-            mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+            mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), CONFIG_ARTIFACT)
             mlflow.log_text(portable_config(cfg), PORTABLE_CONFIG)  # what promotion ships
             metrics = _run(cfg, job_dir, run.info.run_id, experiment)
             score = objective(metrics, cfg.objective)
         except BaseException as e:
-            mlflow.set_tag("ragtune.error", f"{type(e).__name__}: {e}"[:5000])
-            mlflow.log_text(traceback.format_exc(), "error.txt")
+            mlflow.set_tag(ERROR_TAG, f"{type(e).__name__}: {e}"[:5000])
+            mlflow.log_text(traceback.format_exc(), ERROR_ARTIFACT)
             if isinstance(e, KeyboardInterrupt):  # SIGINT, or SIGTERM through run.py: MLflow would say FAILED
                 mlflow.end_run(RunStatus.to_string(RunStatus.KILLED))
             raise
@@ -142,7 +169,7 @@ def run_job(
 def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
     prepared = prepare_pipeline(cfg)  # an unavailable model or a broken graph fails before any work
     dataset, store, query = prepared.dataset, prepared.store, prepared.query
-    mlflow.log_text(query.pipeline.dumps(), "pipeline.yaml")
+    mlflow.log_text(query.pipeline.dumps(), PIPELINE_ARTIFACT)
 
     if query.llm_components:  # an unreachable endpoint fails before indexing
         check_endpoint(cfg.models.generator)
@@ -156,11 +183,11 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
 
     index = prepared.index()
     if index.rebuilt_reason:
-        mlflow.set_tag("ragtune.index_rebuilt", index.rebuilt_reason)
+        mlflow.set_tag(INDEX_REBUILT_TAG, index.rebuilt_reason)
     if index.update is not None:
-        mlflow.set_tag("ragtune.index_updated_from", index.update.base)
+        mlflow.set_tag(INDEX_UPDATED_FROM_TAG, index.update.base)
     if prepared.server_side:
-        mlflow.set_tags({"ragtune.index_collection": str(index.path), "ragtune.store_url": str(cfg.store.url)})
+        mlflow.set_tags({INDEX_COLLECTION_TAG: str(index.path), STORE_URL_TAG: str(cfg.store.url)})
     warm_up = prepared.warm_up()
     if prepared.fit is not None:
         mlflow.log_params(prepared.fit.params())
@@ -187,7 +214,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if note := ci_note(int(metrics["eval/judged_questions"])):
         mlflow.set_tag(CI_NOTE_TAG, note)
     if dataset.skipped_files:
-        mlflow.log_dict(dataset.skipped_files, "skipped_files.json")
+        mlflow.log_dict(dataset.skipped_files, SKIPPED_FILES_ARTIFACT)
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
     _write_diagnosis(job_dir, result, query.name, settings.pass_f1)
     print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks), _stage_rows(query))
@@ -206,19 +233,19 @@ def _stage_rows(query: BuiltPipeline) -> list[tuple[str, bool]]:
 
 def _tag_identity(dataset: Dataset, index: IndexInfo, query: BuiltPipeline) -> None:
     tags = {
-        "ragtune.dataset": dataset.name,
-        "ragtune.dataset_fingerprint": dataset.fingerprint,
-        "ragtune.corpus_fingerprint": dataset.corpus_fingerprint,
-        "ragtune.golden_fingerprint": dataset.golden_fingerprint,
-        "ragtune.language": dataset.language,
-        "ragtune.index_fingerprint": index.fingerprint,
+        DATASET_TAG: dataset.name,
+        DATASET_FINGERPRINT_TAG: dataset.fingerprint,
+        CORPUS_FINGERPRINT_TAG: dataset.corpus_fingerprint,
+        GOLDEN_FINGERPRINT_TAG: dataset.golden_fingerprint,
+        LANGUAGE_TAG: dataset.language,
+        INDEX_FINGERPRINT_TAG: index.fingerprint,
     }
     for name, instance in query.pipeline.walk():
         identity = getattr(instance, "tokenizer_identity", None)
         if callable(identity):
-            tags |= {f"ragtune.{name}.tokenizer.{k}": str(v) for k, v in identity().items()}
+            tags |= {tokenizer_tag(name, k): str(v) for k, v in identity().items()}
     mlflow.set_tags(tags)
-    mlflow.log_dict(dataset.source, "dataset_source.json")
+    mlflow.log_dict(dataset.source, DATASET_SOURCE_ARTIFACT)
     _log_dataset_input(dataset)
     _log_access(dataset)
 
@@ -252,13 +279,11 @@ def _write_outputs(
     index: IndexInfo,
 ) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
-    per_question = job_dir / "per_question.jsonl"
-    with per_question.open("w", encoding="utf-8") as f:
-        for record in result.per_question:
-            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
-    mlflow.log_artifact(str(per_question))
-    mlflow.log_table(_flat_table([record.to_json() for record in result.per_question]), "per_question_table.json")
-    (job_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    job = JobFolder(job_dir)
+    mlflow.log_artifact(str(job.write_per_question(record.to_json() for record in result.per_question)))
+    table = _flat_table([record.to_json() for record in result.per_question])
+    mlflow.log_table(table, PER_QUESTION_TABLE_ARTIFACT)
+    job.write_metrics(metrics)
     run_info = {
         "run_id": run_id,
         "experiment": experiment,
@@ -266,7 +291,7 @@ def _write_outputs(
         "dataset_fingerprint": dataset.fingerprint,
         "index_fingerprint": index.fingerprint,
     }
-    (job_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+    job.write_run_info(run_info)
 
 
 def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
@@ -302,9 +327,9 @@ def evidence_chunks(
 
 
 def _write_diagnosis(job_dir: Path, result: Evaluation, pipeline: str, pass_f1: float) -> None:
-    table = job_dir / "diagnosis.csv"
+    table = job_dir / DIAGNOSIS_TABLE
     pd.DataFrame(result.diagnosis).to_csv(table, index=False)
-    summary = job_dir / "diagnosis.md"
+    summary = job_dir / DIAGNOSIS_SUMMARY
     summary.write_text(diagnosis_markdown(result.diagnosis, pipeline, pass_f1), encoding="utf-8")
     mlflow.log_artifact(str(table))
     mlflow.log_artifact(str(summary))

@@ -22,16 +22,16 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import CONFIG_GROUPS
+from pipelines.run_layout import (
+    ERROR_ARTIFACT,
+    ERROR_TAG,
+    FAILED_JOBS_TAG,
+    FAILURES_FILE,
+    JOB_NUM_TAG,
+    OVERRIDES_TAG,
+    PARENT_FILE,
+)
 
-PARENT_FILE = "mlflow_parent_run.json"
-FAILURES_FILE = "failed_jobs.txt"
-OVERRIDES_TAG = "ragtune.overrides"  # the job's Hydra overrides (hydra.overrides.task), shlex-joined
-JOB_NUM_TAG = "ragtune.job_num"  # hydra.job.num: the job's place in override order
-ERROR_TAG = "ragtune.error"
-FAILED_JOBS_TAG = "ragtune.failed_jobs"  # on the parent: how many children did not finish
-BASELINE_TAG = "ragtune.baseline"  # on the parent: the label of the child the others were tested against
-STUDY_PART_TAG = "ragtune.study.tuned_on"  # on a study's trial: dev (it held out a test part) or all (it did not)
-TEST_CHECKED_TAG = "ragtune.study.test_checked"  # on a dev trial whose configuration also finished on test: its run
 BASELINE_KEY = "compare.baseline"  # '+compare.baseline="pipeline=bm25"' (quoted: Hydra) picks the child with it
 _failed_labels: list[str] = []
 
@@ -189,7 +189,7 @@ def record_failed_job(parent: ParentRun, run_name: str, tags: Mapping[str, str],
         return recorded.info.run_id
     error_tag = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000], "mlflow.parentRunId": parent.run_id}
     run_id = client.create_run(parent.experiment_id, run_name=run_name, tags={**tags, **error_tag}).info.run_id
-    client.log_text(run_id, "".join(traceback.format_exception(error)), "error.txt")
+    client.log_text(run_id, "".join(traceback.format_exception(error)), ERROR_ARTIFACT)
     client.set_terminated(run_id, status="FAILED")
     return run_id
 

@@ -21,7 +21,6 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.comparison.compare import report_sweep
 from experiments.runs.sweep import (
     BASELINE_KEY,
-    PARENT_FILE,
     ParentRun,
     child_runs,
     read_parent_run,
@@ -29,6 +28,7 @@ from experiments.runs.sweep import (
     swept_keys,
 )
 from experiments.runs.tracking import experiment_name, run_tags, source_tags, use_experiment
+from pipelines.run_layout import COMPARISON_CHART, PARENT_FILE, SWEEP_DIR_TAG
 
 log = logging.getLogger(__name__)
 # A sweeper whose config sets this (the Optuna search) counts failed jobs as part of its search: exit 0.
@@ -43,7 +43,7 @@ class SweepParentRun(Callback):
         run = MlflowClient().create_run(
             experiment_id,
             run_name=f"sweep {overrides}".strip(),
-            tags={"ragtune.sweep_dir": str(sweep_dir.resolve())} | source_tags() | run_tags(),
+            tags={SWEEP_DIR_TAG: str(sweep_dir.resolve())} | source_tags() | run_tags(),
         )
         parent = ParentRun(run.info.run_id, experiment_id, mlflow.get_tracking_uri(), swept_keys(config))
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,8 @@ class SweepParentRun(Callback):
         finished = any(run.info.status == "FINISHED" for run in children)
         try:
             if finished:
-                report_sweep(parent.run_id, sweep_dir / "comparison.png", baseline=OmegaConf.select(config, BASELINE_KEY))
+                baseline = OmegaConf.select(config, BASELINE_KEY)
+                report_sweep(parent.run_id, sweep_dir / COMPARISON_CHART, baseline=baseline)
         finally:
             search = finished and bool(OmegaConf.select(config, TOLERATE_KEY, default=False))
             report_failures(client, parent.run_id, children, search)

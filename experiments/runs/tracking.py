@@ -25,13 +25,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import PROJECT_DIR
 from pipelines.errors import UserError
+from pipelines.run_layout import GIT_COMMIT_TAG, HOST_TAG, PID_TAG, STALE_TAG
 
 PARAM_VALUE_LIMIT = 6000
 BATCH = 100
 SQLITE = "sqlite:///"
 LOCAL_DEFAULT = "sqlite:///mlruns/mlflow.db"
 TRACKING_HELP = f"MLflow store (default: $MLFLOW_TRACKING_URI, else {LOCAL_DEFAULT})"
-PID_TAG, HOST_TAG, STALE_TAG = "ragtune.pid", "ragtune.host", "ragtune.stale"
 PROBE_SECONDS = 10.0
 # Registry entries that name a run's or model's artifacts, not a place to keep them.
 SCHEMES_NOT_ROOTS = {"runs", "models"}
@@ -233,7 +233,7 @@ def git_commit(cwd: Path = PROJECT_DIR) -> str:
 def source_tags() -> dict[str, str]:
     """Our commit tag plus MLflow's own, which the UI shows in its Source column."""
     commit = git_commit()
-    return {"ragtune.git_commit": commit, "mlflow.source.git.commit": commit.removesuffix("-dirty")}
+    return {GIT_COMMIT_TAG: commit, "mlflow.source.git.commit": commit.removesuffix("-dirty")}
 
 
 def _git(args: list[str], cwd: Path) -> str:

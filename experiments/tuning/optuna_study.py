@@ -12,7 +12,6 @@ study (SIGINT, SIGTERM) stops with the trials that finished, which are still rep
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import random
 import sys
@@ -32,6 +31,7 @@ from experiments.evaluation.report import ci_note
 from experiments.runs.interrupts import Interrupted
 from experiments.tuning.search_space import SearchSpace
 from pipelines.errors import ConfigError
+from pipelines.run_layout import FAILURES_FILE, JobFolder
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")
@@ -244,12 +244,12 @@ def read_trial(
     number: int, params: Mapping[str, Any], overrides: list[str], outcome: JobOutcome, objectives: Sequence[str]
 ) -> TrialResult:
     """A trial's values from the metrics its job wrote; a job without them, or without an objective, failed."""
-    metrics_file = outcome.job_dir / "metrics.json" if outcome.job_dir else None
-    if metrics_file is None or not metrics_file.exists():
-        error = outcome.error or "the job logged no metrics (see failed_jobs.txt on the sweep's parent run)"
+    job = JobFolder(outcome.job_dir) if outcome.job_dir else None
+    if job is None or not job.finished:
+        error = outcome.error or f"the job logged no metrics (see {FAILURES_FILE} on the sweep's parent run)"
         return TrialResult(number, dict(params), overrides, None, outcome.job_dir, error=error)
-    metrics = {k: float(v) for k, v in json.loads(metrics_file.read_text(encoding="utf-8")).items()}
-    run = json.loads((outcome.job_dir / "run.json").read_text(encoding="utf-8"))  # type: ignore[operator]
+    metrics = {k: float(v) for k, v in job.metrics().items()}
+    run = job.run_info()
     missing = [name for name in objectives if not math.isfinite(metrics.get(name, math.nan))]
     values = None if missing else tuple(metrics[name] for name in objectives)
     error = f"the job logged no {missing[0]}" if missing else None
@@ -286,16 +286,14 @@ def check_on_test(
 
 def job_run_id(job_dir: Path | None) -> str | None:
     """The MLflow run a finished job logged into (its run.json), or None."""
-    path = job_dir / "run.json" if job_dir else None
-    return json.loads(path.read_text(encoding="utf-8")).get("run_id") if path and path.exists() else None
+    return JobFolder(job_dir).run_id if job_dir else None
 
 
 def _records(outcome: JobOutcome) -> dict[str, QuestionRecord] | None:
-    path = outcome.job_dir / "per_question.jsonl" if outcome.job_dir else None
-    if path is None or not path.exists():
+    records = JobFolder(outcome.job_dir).per_question() if outcome.job_dir else None
+    if records is None:
         return None
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return {r.id: r for r in (QuestionRecord.from_json(json.loads(line)) for line in lines if line.strip())}
+    return {r.id: r for r in (QuestionRecord.from_json(record) for record in records)}
 
 
 def _order(trial: TrialResult, directions: Sequence[str]) -> tuple[float, ...]:

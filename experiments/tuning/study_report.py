@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
 
-from experiments.evaluation.report import CI_NOTE_TAG
 from experiments.tuning.optuna_study import StudyResult, TrialResult
+from pipelines.run_layout import BEST_TRIAL_TAG, CI_NOTE_TAG
 
 
 def trials_frame(result: StudyResult, trials: list[TrialResult]) -> pd.DataFrame:
@@ -80,7 +80,7 @@ def report_study(result: StudyResult, out_dir: Path, parent_run_id: str | None) 
         if result.pareto:
             best = result.pareto[0]
             client.log_metric(parent_run_id, f"optuna/best/{result.objectives[0]}", best.values[0])  # type: ignore[index]
-            client.set_tag(parent_run_id, "ragtune.optuna.best_trial", str(best.number))
+            client.set_tag(parent_run_id, BEST_TRIAL_TAG, str(best.number))
         notes = [f"test {c.label}: {c.ci_note}" for c in result.test_checks if c.ci_note]
         if notes:
             client.set_tag(parent_run_id, CI_NOTE_TAG, "; ".join(notes))

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from pipelines.errors import UserError
+from pipelines.run_layout import ERROR_TAG, INTERRUPTED_TAG, STUDY_PART_TAG, TEST_CHECKED_TAG
 
 
 class OptunaSweeper(Sweeper):
@@ -70,14 +71,14 @@ class OptunaSweeper(Sweeper):
                                self.sampler, self.batch_size, self.holdout)
         except UserError as e:  # before any trial ran: the study's settings or space
             print(f"error: {e}", file=sys.stderr)
-            _end_parent(parent_id, "FAILED", {"ragtune.error": f"{type(e).__name__}: {e}"[:5000]})
+            _end_parent(parent_id, "FAILED", {ERROR_TAG: f"{type(e).__name__}: {e}"[:5000]})
             sys.exit(2)
         except StudyInterrupted as stop:
             report_study(stop.result, sweep_dir, parent_id)
             print_study(stop.result)
             print(f"interrupted: the study stopped after {len(stop.result.trials)} trials; their tables are in "
                   f"{sweep_dir}; the MLflow parent run ends KILLED", file=sys.stderr)
-            _end_parent(parent_id, "KILLED", {"ragtune.optuna.interrupted": f"after {len(stop.result.trials)} trials"})
+            _end_parent(parent_id, "KILLED", {INTERRUPTED_TAG: f"after {len(stop.result.trials)} trials"})
             sys.exit(stop.exit_code)
         report_study(result, sweep_dir, parent_id)
         _tag_test_checked(result)
@@ -129,7 +130,6 @@ class OptunaSweeper(Sweeper):
 def _tag_parts(batch: Sequence[list[str]], outcomes: Sequence[Any]) -> None:
     """Each trial's run says what it was tuned on, so that promotion can tell a dev trial (which needs a test
     re-check) and a trial of a study without a test part (which never gets one) from a plain run."""
-    from experiments.runs.sweep import STUDY_PART_TAG
     from experiments.tuning.optuna_study import DEV, TEST, job_run_id
 
     for overrides, outcome in zip(batch, outcomes, strict=True):
@@ -140,7 +140,6 @@ def _tag_parts(batch: Sequence[list[str]], outcomes: Sequence[Any]) -> None:
 
 def _tag_test_checked(result: Any) -> None:
     """A dev trial whose configuration finished on the test part is tagged with that run; no other trial is."""
-    from experiments.runs.sweep import TEST_CHECKED_TAG
     from experiments.tuning.optuna_study import job_run_id
 
     by_label = {f"trial {t.number}": t for t in result.pareto}

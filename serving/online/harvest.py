@@ -41,6 +41,13 @@ from experiments.datasets.golden import CANDIDATE, GoldenError, GoldenItem, pars
 from experiments.runs.output_dir import check_output_file
 from experiments.runs.tracking import connect
 from pipelines.errors import UserError
+from pipelines.run_layout import (
+    TRACE_CONTENT_TAG,
+    TRACE_REFUSED_TAG,
+    TRACE_STATUS_TAG,
+    TRACE_VARIANT_TAG,
+    quality_tag,
+)
 from serving.online.report import (
     MODEL_HELP,
     model_window_arguments,
@@ -50,7 +57,6 @@ from serving.online.report import (
     traces_since,
     window_ms,
 )
-from serving.online.traces import TAG
 
 DOWN_RATED, REFUSED, UNSUPPORTED = "down_rated", "refused", "unsupported"
 REASONS = (DOWN_RATED, REFUSED, UNSUPPORTED)
@@ -78,9 +84,9 @@ def reasons_of(trace: Trace) -> list[str]:
     sentences."""
     tags, rating = trace.info.tags, rating_of(trace)
     reasons = [DOWN_RATED] if rating is not None and not rated_satisfied(rating) else []
-    if tags.get(f"{TAG}status") == "200" and tags.get(f"{TAG}refused") == "true":
+    if tags.get(TRACE_STATUS_TAG) == "200" and tags.get(TRACE_REFUSED_TAG) == "true":
         reasons.append(REFUSED)
-    if float(tags.get(f"{TAG}unsupported_sentence_rate") or 0) > 0:
+    if float(tags.get(quality_tag("unsupported_sentence_rate")) or 0) > 0:
         reasons.append(UNSUPPORTED)
     return reasons
 
@@ -88,8 +94,8 @@ def reasons_of(trace: Trace) -> list[str]:
 def failure(trace: Trace, reasons: list[str]) -> Failure:
     """The failure with its question, answer, cited snippets and correct answer read back from the full trace;
     without a question when the trace kept no text of it (content redacted or none)."""
-    found = Failure(trace.info.trace_id, trace.info.tags.get(f"{TAG}variant", "champion"), reasons)
-    if trace.info.tags.get(f"{TAG}content", "full") != "full":
+    found = Failure(trace.info.trace_id, trace.info.tags.get(TRACE_VARIANT_TAG, "champion"), reasons)
+    if trace.info.tags.get(TRACE_CONTENT_TAG, "full") != "full":
         return found
     full = mlflow.MlflowClient().get_trace(trace.info.trace_id)
     root = next((s for s in full.data.spans if s.parent_id is None), None)

@@ -28,8 +28,16 @@ from experiments.comparison.significance import paired
 from experiments.runs.cache import duration
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError
+from pipelines.run_layout import (
+    TRACE_LATENCY_TAG,
+    TRACE_REFUSED_TAG,
+    TRACE_REQUEST_ID_TAG,
+    TRACE_TENANT_TAG,
+    TRACE_VARIANT_TAG,
+    quality_tag,
+)
 from serving.online.feedback import FEEDBACK_NAME
-from serving.online.traces import TAG, experiment_name
+from serving.online.traces import experiment_name
 
 REPORT_EXPERIMENT = "ragtune-online-report"
 CHAMPION, PRODUCTION = "champion", "production"
@@ -121,12 +129,12 @@ def read(trace: Trace) -> Served:
     tags = trace.info.tags
     rating = rating_of(trace)
     return Served(
-        variant=tags.get(f"{TAG}variant", CHAMPION),
-        request_id=tags.get(f"{TAG}request_id", trace.info.trace_id),
-        tenant=tags.get(f"{TAG}tenant", "anonymous"),
-        refused=tags.get(f"{TAG}refused") == "true",
-        latency_ms=_number(tags.get(f"{TAG}latency_ms")),
-        quality={name: v for name in QUALITY if (v := _number(tags.get(f"{TAG}{name}"))) is not None},
+        variant=tags.get(TRACE_VARIANT_TAG, CHAMPION),
+        request_id=tags.get(TRACE_REQUEST_ID_TAG, trace.info.trace_id),
+        tenant=tags.get(TRACE_TENANT_TAG, "anonymous"),
+        refused=tags.get(TRACE_REFUSED_TAG) == "true",
+        latency_ms=_number(tags.get(TRACE_LATENCY_TAG)),
+        quality={name: v for name in QUALITY if (v := _number(tags.get(quality_tag(name)))) is not None},
         satisfied=None if rating is None else rated_satisfied(rating),
     )
 

@@ -33,11 +33,23 @@ from components.common.sentences import parse_citations, split_sentences, strip_
 from experiments.evaluation.answer_metrics import citation_scores
 from experiments.evaluation.mlflow_traces import MlflowTracer, end_spans
 from pipelines.instrumentation import lean
+from pipelines.run_layout import (
+    TRACE_CONTENT_TAG,
+    TRACE_LATENCY_TAG,
+    TRACE_MODEL_VERSION_TAG,
+    TRACE_REFUSED_TAG,
+    TRACE_REQUEST_ID_TAG,
+    TRACE_SAMPLED_TAG,
+    TRACE_SHADOW_TAG,
+    TRACE_STATUS_TAG,
+    TRACE_TENANT_TAG,
+    TRACE_VARIANT_TAG,
+    quality_tag,
+)
 from serving.principals import Principal
 from serving.settings import TraceSettings
 
 logger = logging.getLogger("ragtune.serve")
-TAG = "ragtune."  # every tag this module writes
 ANONYMOUS = "anonymous"
 # How many recent requests' owners are remembered for POST /feedback.
 OWNERS_KEPT = 100_000
@@ -138,9 +150,9 @@ class RequestTrace:
         self.root: LiveSpan = mlflow.start_span_no_context(
             name="request", span_type=SpanType.CHAIN, experiment_id=traces.experiment_id,
             inputs={"question": shown(question)} if shown else None,
-            tags=traces.tags | {f"{TAG}request_id": request_id, f"{TAG}variant": variant,
-                                f"{TAG}model_version": version, f"{TAG}shadow": str(not rated).lower(),
-                                f"{TAG}tenant": principal.tenant if principal else ANONYMOUS},
+            tags=traces.tags | {TRACE_REQUEST_ID_TAG: request_id, TRACE_VARIANT_TAG: variant,
+                                TRACE_MODEL_VERSION_TAG: version, TRACE_SHADOW_TAG: str(not rated).lower(),
+                                TRACE_TENANT_TAG: principal.tenant if principal else ANONYMOUS},
         )
         self.trace_id = self.root.trace_id
         sampled = random.random() < settings.sample  # noqa: S311 (a sample, not a secret)
@@ -159,9 +171,10 @@ class RequestTrace:
         latency_ms = (time.time_ns() - self.start_ns) / 1e6
         with InMemoryTraceManager.get_instance().get_trace(self.trace_id) as trace:
             if trace is not None:
-                trace.info.tags.update({f"{TAG}status": str(status), f"{TAG}refused": str(refused).lower(),
-                                        f"{TAG}latency_ms": f"{latency_ms:.1f}",
-                                        f"{TAG}sampled": str(self.tracer is not None).lower()}
+                trace.info.tags.update({TRACE_STATUS_TAG: str(status),
+                                        TRACE_REFUSED_TAG: str(refused).lower(),
+                                        TRACE_LATENCY_TAG: f"{latency_ms:.1f}",
+                                        TRACE_SAMPLED_TAG: str(self.tracer is not None).lower()}
                                        | ({} if refused else quality_tags(reply)))
         if status != 200:
             self.root.set_status("ERROR")
@@ -185,9 +198,9 @@ def quality_tags(reply: dict[str, Any]) -> dict[str, str]:
     sentences = [{"citations": parse_citations(text), "supported": bool(parse_citations(text))
                   and strip_citations(text) not in unsupported} for text in split_sentences(reply.get("answer") or "")]
     scores = citation_scores({"citations": reply.get("citations") or [], "sentences": sentences})
-    tags = {f"{TAG}{name.removeprefix('answer/')}": f"{value:.4f}" for name, value in scores.items()}
+    tags = {quality_tag(name.removeprefix("answer/")): f"{value:.4f}" for name, value in scores.items()}
     top = [d["score"] for d in reply.get("documents") or [] if d.get("score") is not None]
-    return tags | ({f"{TAG}top_score": f"{max(top):.4f}"} if top else {})
+    return tags | ({quality_tag("top_score"): f"{max(top):.4f}"} if top else {})
 
 
 def traced(record: RequestTrace | None) -> dict[str, MlflowTracer]:
@@ -226,7 +239,7 @@ class Traces:
         self.settings, self.experiment_id = settings, experiment_id
         self.shown = shown_as(settings.content)
         # `content`: what the spans keep of texts, so `ragtune harvest` knows whether it may read questions back.
-        self.tags = {f"{TAG}content": settings.content}
+        self.tags = {TRACE_CONTENT_TAG: settings.content}
         self.owners = Owners()
         self.sent = self.dropped = 0
         self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=settings.queue_size)

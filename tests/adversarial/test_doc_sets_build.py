@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.datasets import doc_sets
+from experiments.datasets.doc_sets import builder
 from tests.support.cli import as_nobody, last_line, ragtune
 from tests.support.user_folder import checksum, make_user_folder
 
@@ -64,7 +64,7 @@ def test_an_interrupted_rebuild_keeps_the_previous_set_and_leaves_no_temp_folder
     def interrupted(*args: object) -> str:  # Ctrl-C while the last file of the rebuild is written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(doc_sets, "_readme", interrupted)
+    monkeypatch.setattr(builder, "readme_text", interrupted)
     assert build(deb, out) == 130
     assert checksum(out) == before
     assert [p.name for p in out.parent.iterdir()] == [SET]

@@ -8,7 +8,7 @@ the version.
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments.runs.sweep import OVERRIDES_TAG, STUDY_PART_TAG
+from pipelines.run_layout import OVERRIDES_TAG, STUDY_PART_TAG
 from tests.support.cli import last_line, ragtune
 from tests.support.mlflow_runs import logged_run, questions
 from tests.support.promotable import promotable

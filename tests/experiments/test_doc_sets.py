@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from experiments.datasets import doc_sets
-from experiments.datasets.doc_sets import (
-    Section,
-    clean_heading,
+from experiments.datasets.doc_sets import builder, packages
+from experiments.datasets.doc_sets.html_sections import Section, clean_heading, parse_sections
+from experiments.datasets.doc_sets.sampling import (
     doc_id,
     golden_items,
     is_generic_heading,
-    parse_sections,
     sample_queries,
     select_sections,
 )
+from experiments.datasets.doc_sets.specs import load_specs, spec_from_entry
 
 LONG = " ".join(f"word{i}" for i in range(40))  # 40 words: above the 30-word body floor
 
@@ -194,9 +195,9 @@ def test_written_set_loads_as_a_local_dataset(tmp_path, monkeypatch):
         (target / "programming.html").write_text(SPHINX, encoding="utf-8")
         (target / "index.html").write_text(SPHINX, encoding="utf-8")
 
-    monkeypatch.setattr(doc_sets.subprocess, "run", fake_extract)
+    monkeypatch.setattr(packages.subprocess, "run", fake_extract)
     monkeypatch.setattr(
-        doc_sets, "package_info", lambda deb: doc_sets.Package("demo-doc", "1.0-1", Path(deb), "0" * 64)
+        builder, "package_info", lambda deb: packages.Package("demo-doc", "1.0-1", Path(deb), "0" * 64)
     )
     spec = doc_sets.DocSetSpec(
         name="demo_faq-en",
@@ -227,3 +228,22 @@ def test_build_from_apt(tmp_path):  # pragma: no cover - network
     source = doc_sets.build(doc_sets.SPECS["debian_faq-zh"], tmp_path / "set", deb_dir=tmp_path / "debs")
     assert source["package"] == "debian-faq-zh-cn"
     assert source["queries"] > 50 and (tmp_path / "set" / "golden.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"package": "p"}, "every entry needs a name"),
+    ({"name": "s", "package": "p", "root": "r", "include": ["*.html"], "lang": "en"}, "set s: unknown key(s) ['lang']"),
+    ({"name": "s", "package": "p", "include": ["*.html"]}, "set s: missing key(s) ['root']"),
+    ({"name": "s", "package": "p", "root": "r", "include": "*.html"}, "include must be a list of glob patterns"),
+    ({"name": "s", "package": "p", "root": "r", "include": ["*"], "max_queries": True}, "max_queries must be int"),
+])
+def test_a_bad_set_entry_fails_naming_the_set_and_the_key(entry, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spec_from_entry(entry, Path("specs.yaml"))
+
+
+def test_a_set_defined_twice_is_refused(tmp_path):
+    entry = "- {name: s, package: p, root: r, include: ['*.html']}\n"
+    (tmp_path / "specs.yaml").write_text(entry * 2, encoding="utf-8")
+    with pytest.raises(ValueError, match="set s is defined twice"):
+        load_specs(tmp_path / "specs.yaml")

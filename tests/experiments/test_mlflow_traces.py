@@ -5,8 +5,9 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.evaluation.mlflow_traces import QUESTION_TAG, QuestionTraces, sampled_indices
+from experiments.evaluation.mlflow_traces import QuestionTraces, sampled_indices
 from pipelines.instrumentation import timing_components
+from pipelines.run_layout import QUESTION_TAG
 
 
 def test_sampled_indices_spread_over_the_set():

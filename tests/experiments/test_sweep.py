@@ -10,11 +10,6 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from experiments.runs.sweep import (
-    BASELINE_TAG,
-    ERROR_TAG,
-    FAILED_JOBS_TAG,
-    JOB_NUM_TAG,
-    PARENT_FILE,
     ParentRun,
     child_runs,
     failed_jobs,
@@ -25,6 +20,7 @@ from experiments.runs.sweep import (
     short_labels,
 )
 from experiments.runs.sweep_parent_run import SweepParentRun
+from pipelines.run_layout import BASELINE_TAG, ERROR_TAG, FAILED_JOBS_TAG, JOB_NUM_TAG, PARENT_FILE
 from tests.support.mlflow_runs import logged_run, questions
 
 LOCAL = [

@@ -9,9 +9,8 @@ import json
 import pytest
 
 from experiments.comparison import gate
-from experiments.runs.portable import PORTABLE_CONFIG
-from experiments.runs.sweep import OVERRIDES_TAG
-from pipelines.access import ACCESS_FILE, IndexAccess
+from pipelines.access import IndexAccess
+from pipelines.run_layout import ACCESS_FILE, OVERRIDES_TAG, PORTABLE_CONFIG
 from serving import promote
 from serving.bundle import IDENTITIES, INDEX, PromotionError, write_bundle
 from tests.support.mlflow_runs import logged_run, questions

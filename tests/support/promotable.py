@@ -3,9 +3,9 @@
 from haystack import Document
 from mlflow.tracking import MlflowClient
 
-from experiments.runs.portable import PORTABLE_CONFIG
-from pipelines.access import ACCESS_FILE, IndexAccess
+from pipelines.access import IndexAccess
 from pipelines.ingest import save_snapshot
+from pipelines.run_layout import ACCESS_FILE, PORTABLE_CONFIG
 from tests.support.mlflow_runs import logged_run, questions
 
 FINGERPRINT = "0123456789abcdef0123"
