@@ -50,7 +50,7 @@ from components.common.paths import cache_root
 from experiments.datasets import load_dataset
 from experiments.runs.config import compose as compose_config
 from pipelines.builder import build_pipeline
-from pipelines.ingest import ingest_spec
+from pipelines.index import ingest_spec
 from pipelines.models import resolve_model
 
 CHUNK = 400

@@ -7,7 +7,7 @@
     python -m benchmarks.fusion_loso --overrides models=e5_small   # the same folds over multilingual-e5 indexes
 
 Per set, the project's own hybrid pipeline (`pipeline=hybrid`, built by pipelines/builder.py over the index
-pipelines/ingest.py builds or loads) runs ONCE per golden question; the BM25 and dense candidate lists it hands to
+pipelines/index/build.py builds or loads) runs ONCE per golden question; the BM25 and dense candidate lists it hands to
 its fusion component (`retriever.candidates` each) are kept, cached under `<paths.cache>/fusion_loso/`. Every grid
 point is then an in-memory re-fusion of those lists by the real `RankFusionJoiner`, scored with the project's
 relevance judge (experiments/evaluation/relevance.py) and rank metrics (experiments/evaluation/metrics.py) at the configured top_k.

@@ -21,6 +21,8 @@ from pipelines.spec import PipelineConfigError, to_container
 # Params that Haystack components expect as Python types (BranchJoiner, OutputAdapter, ConditionalRouter routes);
 # YAML gives their names.
 TYPE_KEYS = {"output_type", "type_"}
+# Factories that moved, under the path a promoted model's config.yaml still names (`store._target_` of store=weaviate).
+MOVED_TARGETS = {"pipelines.weaviate_store.weaviate_document_store": "pipelines.index.weaviate.weaviate_document_store"}
 
 
 def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
@@ -44,7 +46,10 @@ def component_groups() -> dict[str, str]:
 
 def current_target(target: str) -> str:
     """Models promoted before components/ was grouped name `components.<module>.<Class>`: the same class, found in
-    its group (`components.retrievers.<module>.<Class>`), so that they still load and serve."""
+    its group (`components.retrievers.<module>.<Class>`), so that they still load and serve; so are the factories
+    that moved since (MOVED_TARGETS)."""
+    if target in MOVED_TARGETS:
+        return MOVED_TARGETS[target]
     parts = target.split(".")
     if len(parts) > 2 and parts[0] == "components" and parts[1] in component_groups():
         return ".".join(["components", component_groups()[parts[1]], *parts[1:]])

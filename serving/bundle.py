@@ -34,7 +34,7 @@ from experiments.runs.config import PROJECT_DIR, register_config, validate
 from experiments.runs.portable import project_files, relocated
 from pipelines.access import IndexAccess, file_digest
 from pipelines.errors import ConfigError, UserError
-from pipelines.ingest import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
+from pipelines.index.snapshot import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
 from pipelines.run_layout import (
     ACCESS_FILE,
     CONFIG_ARTIFACT,

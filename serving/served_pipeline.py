@@ -21,7 +21,7 @@ from experiments.evaluation.evaluate import answer_fields, request_inputs
 from experiments.evaluation.grading_metrics import grading_record
 from experiments.runs.indexed import IndexedPipeline, prepare_pipeline
 from pipelines.access import IndexAccess
-from pipelines.ingest import DamagedIndexError
+from pipelines.index import DamagedIndexError
 from pipelines.instrumentation import timing_components
 from serving.bundle import PromotionError, check_identities, read_bundle
 

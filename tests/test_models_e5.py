@@ -18,7 +18,7 @@ from experiments.runs.config import compose, validate
 from experiments.runs.indexed import check_embedders_match
 from pipelines import models
 from pipelines.builder import build_pipeline
-from pipelines.ingest import build_index, index_fingerprint, ingest_spec
+from pipelines.index import build_index, index_fingerprint, ingest_spec
 from pipelines.models import ModelUnavailableError, model_identity, resolve_model
 from tests.support.paths import ROOT
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from haystack.errors import FilterError
 
-# Filtered on by exact value, so declared with `field` tokenisation (pipelines/weaviate_store.py): with Weaviate's
+# Filtered on by exact value, so declared with `field` tokenisation (pipelines/index/weaviate.py): with Weaviate's
 # default `word`, a filter on tenant `acme` would also match a tenant `acme-labs`.
 EXACT_TEXT = ("_original_id", "doc_id", "tenant", "file_path", "lang")
 EXACT_TEXT_ARRAYS = ("acl",)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from components.common.paths import cache_root
 from pipelines.errors import UserError
-from pipelines.ingest import (
+from pipelines.index.locking import build_lock
+from pipelines.index.snapshot import (
     LAST_USED,
     DamagedIndexError,
-    build_lock,
     read_manifest,
     stale_temp_folders,
     written_by_ragtune,

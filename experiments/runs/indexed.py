@@ -23,27 +23,20 @@ from pipelines.builder import build_pipeline, reads_embeddings
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
 from pipelines.fusion_fit import FusionFit, FusionFitError, fit_fusion
-from pipelines.ingest import (
+from pipelines.index import (
     DamagedIndexError,
+    IndexBackend,
     IndexInfo,
-    build_index,
+    LocalSnapshots,
+    WeaviateCollections,
     index_fingerprint,
     ingest_spec,
-    load_snapshot,
-    read_manifest,
 )
+from pipelines.index.snapshot import read_manifest
+from pipelines.index.weaviate import check_collection_options
 from pipelines.instantiate import instantiate_component
 from pipelines.models import model_identity, resolve_model
 from pipelines.spec import GOLDEN_INPUTS
-from pipelines.weaviate_store import (
-    build_collection,
-    check_collection_options,
-    content_tokenization,
-    open_collection,
-)
-
-# Stores whose index lives on a server: built there once per fingerprint, never snapshotted or read back whole.
-SERVER_STORES = ("weaviate",)
 
 # Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
 PROJECT_MODULES = ("components",)
@@ -65,9 +58,9 @@ class IndexedPipeline:
     cache_dir: Path
     query: BuiltPipeline
     models: dict[str, str]  # slot -> model identity (experiments/runs/identities.py), recorded with the run
+    backend: IndexBackend  # where the index lives: a snapshot here, or a collection on a server (store=weaviate)
     lineage: str | None = None  # what every index built this way shares, whatever the corpus (ingest.update)
     update: bool = False
-    server_side: bool = False  # the index is a collection on a server (store=weaviate), not a snapshot here
     fusion_fit: str | None = None  # retriever.fusion.fit_queries when retriever.fusion.fit=auto
     fit: FusionFit | None = None  # set by warm_up
 
@@ -81,17 +74,17 @@ class IndexedPipeline:
     def index_dir(self) -> Path:
         return self.cache_dir / self.fingerprint
 
+    @property
+    def server_side(self) -> bool:
+        """The index is a collection on a server (store=weaviate), not a snapshot here."""
+        return self.backend.server_side
+
     def index(self) -> IndexInfo:
-        """Fills the store from the index cache, or builds the index (and caches it); a shipped snapshot is only
+        """Fills the store from the index cache, or builds the index (and caches it); a shipped index is only
         read."""
-        if self.spec is None and self.server_side:
-            return open_collection(self.store, self.index_dir)
         if self.spec is None:
-            start = time.perf_counter()
-            chunks = load_snapshot(self.index_dir, self.store, record_use=False)
-            return IndexInfo(self.fingerprint, self.index_dir, True, chunks, time.perf_counter() - start)
-        build = build_collection if self.server_side else build_index
-        return build(
+            return self.backend.open(self.store, self.index_dir)
+        return self.backend.build(
             self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update
         )
 
@@ -136,15 +129,13 @@ def prepare_pipeline(
     embedder = model_identity(cfg.models.embedder.model)
     check_embedders_match(cfg)
     update = bool(cfg.ingest["update"])  # not `.update`: on a DictConfig that is the dict method, always truthy
-    server_side = cfg.store.kind in SERVER_STORES
-    if server_side:
-        check_collection_options(update)
+    backend = index_backend(cfg.store, update)
     dataset, spec, lineage = None, None, None
     if snapshot is None:
         dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
         embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
         spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
-        store_id = store_identity(cfg.store, dataset.language)
+        store_id = backend.identity(dataset.language)
         fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, store_id)
         lineage = index_fingerprint(None, spec, embedder, store_id)
         cache_dir = Path(cfg.ingest.cache_dir)
@@ -162,16 +153,17 @@ def prepare_pipeline(
     fusion = OmegaConf.select(cfg, "retriever.fusion")
     fit = str(fusion.get("fit_queries", "sentence")) if fusion is not None and fusion.get("fit") == "auto" else None
     return IndexedPipeline(
-        dataset, store, spec, fingerprint, cache_dir, query, models, lineage, update, server_side, fit
+        dataset, store, spec, fingerprint, cache_dir, query, models, backend, lineage, update, fit
     )
 
 
-def store_identity(store: DictConfig, language: str) -> str:
-    """What of the store changes the index's content: its kind and, on Weaviate, how BM25 tokenises `content`
-    (by the corpus `language` as the dataset resolved it)."""
+def index_backend(store: DictConfig, update: bool) -> IndexBackend:
+    """Where `store.kind` keeps the index; what it cannot do (`ingest.update` on a server) fails here, before any
+    work."""
     if store.kind == "weaviate":
-        return f"weaviate:{content_tokenization(language, store.tokenization)}"
-    return str(store.kind)
+        check_collection_options(update)
+        return WeaviateCollections(store.tokenization)
+    return LocalSnapshots(str(store.kind))
 
 
 def snapshot_fingerprint(snapshot: Path) -> str:

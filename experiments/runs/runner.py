@@ -48,7 +48,7 @@ from experiments.runs.tracking import (
 from pipelines.access import IndexAccess, file_digest
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
-from pipelines.ingest import IndexInfo
+from pipelines.index import IndexInfo
 from pipelines.instantiate import instantiate_component
 from pipelines.models import check_endpoint
 from pipelines.run_layout import (

@@ -131,7 +131,7 @@ class InMemoryStore(StoreSettings):
 @dataclass
 class WeaviateStore(StoreSettings):
     kind: str = "weaviate"
-    _target_: str = "pipelines.weaviate_store.weaviate_document_store"
+    _target_: str = "pipelines.index.weaviate.weaviate_document_store"
     # The server's HTTP URL; null: $WEAVIATE_URL.
     url: str | None = "${oc.env:WEAVIATE_URL,null}"
     # Its gRPC port ($WEAVIATE_GRPC_PORT, else 50051).

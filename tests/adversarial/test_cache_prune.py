@@ -18,7 +18,8 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.runs.config import compose
 from pipelines.errors import UserError
-from pipelines.ingest import LAST_USED, MANIFEST, build_index, ingest_spec, save_snapshot
+from pipelines.index import build_index, ingest_spec
+from pipelines.index.snapshot import LAST_USED, MANIFEST, save_snapshot
 from tests.support.cli import as_nobody, last_line, ragtune
 from tests.support.ingest_corpus import DOCS
 from tests.support.snapshots import CHUNKS, dead_pid

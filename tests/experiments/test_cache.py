@@ -8,7 +8,8 @@ import pytest
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from experiments.runs import cache
-from pipelines.ingest import LAST_USED, MANIFEST, MARKER, build_lock, load_snapshot, save_snapshot
+from pipelines.index.locking import build_lock
+from pipelines.index.snapshot import LAST_USED, MANIFEST, MARKER, load_snapshot, save_snapshot
 from tests.support.snapshots import CHUNKS, dead_pid
 
 MIB = 1024 * 1024

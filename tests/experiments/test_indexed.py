@@ -7,13 +7,15 @@ import pytest
 from experiments.evaluation.evaluate import pipeline_inputs
 from experiments.runs.config import validate
 from experiments.runs.indexed import (
+    index_backend,
     load_indexed_pipeline,
     load_logged_pipeline,
     prepare_pipeline,
     snapshot_fingerprint,
 )
-from pipelines.errors import ConfigError
-from pipelines.ingest import save_snapshot
+from pipelines.errors import ConfigError, UserError
+from pipelines.index import LocalSnapshots, WeaviateCollections
+from pipelines.index.snapshot import save_snapshot
 from tests.support.shipped import composed
 
 
@@ -70,3 +72,11 @@ def test_a_snapshot_whose_folder_and_manifest_disagree_is_refused(tmp_path):
         snapshot_fingerprint(tmp_path / "renamed")
     with pytest.raises(ConfigError, match="manifest.json is missing"):
         snapshot_fingerprint(tmp_path / "nothing")
+
+
+def test_the_store_kind_picks_the_index_backend_once():
+    assert index_backend(composed().store, update=True) == LocalSnapshots("in_memory")
+    weaviate = composed("store=weaviate", "store.tokenization=trigram").store
+    assert index_backend(weaviate, update=False) == WeaviateCollections("trigram")
+    with pytest.raises(UserError, match="ingest.update"):  # refused before any work
+        index_backend(weaviate, update=True)

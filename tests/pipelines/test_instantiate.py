@@ -15,6 +15,12 @@ def test_a_target_from_before_the_grouping_finds_its_class_in_its_group():
         assert current_target(target) == target
 
 
+def test_a_factory_from_before_its_move_is_found_where_it_lives_now():
+    """A store=weaviate model promoted before pipelines/index/ existed names the store's factory by its old path."""
+    old = "pipelines.weaviate_store.weaviate_document_store"
+    assert locate(old, "store") is locate("pipelines.index.weaviate.weaviate_document_store", "store")
+
+
 def test_every_component_module_is_in_exactly_one_group():
     groups = component_groups()
     assert groups["rank_fusion_joiner"] == "joiners" and groups["crag_evaluator"] == "crag"

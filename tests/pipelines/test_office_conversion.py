@@ -16,7 +16,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from experiments.datasets.golden import GoldenError, load_golden
 from experiments.runs.config import compose
 from pipelines.conversion import convert_files
-from pipelines.ingest import build_index, ingest_spec
+from pipelines.index import build_index, ingest_spec
 from tests.support.run_py import job_dir, run
 
 DOCX_TEXT = (

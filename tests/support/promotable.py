@@ -4,7 +4,7 @@ from haystack import Document
 from mlflow.tracking import MlflowClient
 
 from pipelines.access import IndexAccess
-from pipelines.ingest import save_snapshot
+from pipelines.index.snapshot import save_snapshot
 from pipelines.run_layout import ACCESS_FILE, PORTABLE_CONFIG
 from tests.support.mlflow_runs import logged_run, questions
 

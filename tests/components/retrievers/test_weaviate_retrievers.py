@@ -1,5 +1,5 @@
 """The Weaviate retrievers keep our retrievers' contract. The store's search calls are recorded here (control flow
-only); tests/pipelines/test_weaviate_store.py runs them against a real server when WEAVIATE_URL is set."""
+only); tests/pipelines/index/test_weaviate.py runs them against a real server when WEAVIATE_URL is set."""
 
 import pytest
 from haystack import Document

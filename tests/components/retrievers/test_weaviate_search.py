@@ -1,5 +1,5 @@
 """The filter rewrite keeps the in-memory meaning and gives weaviate-haystack's translation nothing it mistranslates.
-Backed by tests/pipelines/test_weaviate_store.py against a server when WEAVIATE_URL is set."""
+Backed by tests/pipelines/index/test_weaviate.py against a server when WEAVIATE_URL is set."""
 
 import itertools
 

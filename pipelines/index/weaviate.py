@@ -13,15 +13,19 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from haystack import Document
+from haystack.document_stores.types import DocumentStore
 
 from components.retrievers.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
 from pipelines.builder import build_pipeline
 from pipelines.errors import UserError
-from pipelines.ingest import MANIFEST, IndexInfo, exclusive_build, read_manifest
+from pipelines.index.backend import IndexInfo
+from pipelines.index.locking import exclusive_build
+from pipelines.index.snapshot import MANIFEST, read_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -223,3 +227,30 @@ def check_collection_options(update: bool) -> None:
             "config key 'ingest.update': incremental updates work on in-memory snapshots only; with store=weaviate "
             "a changed corpus is a new collection (its fingerprint differs), built from scratch"
         )
+
+
+@dataclass(frozen=True)
+class WeaviateCollections:
+    """The IndexBackend of `store=weaviate`: an index is a collection on the server, recorded in the index cache."""
+
+    tokenization: str | None  # store.tokenization: null picks one by the corpus language
+    server_side = True
+
+    def identity(self, language: str) -> str:
+        """How BM25 tokenises `content` changes what the collection finds, so it is part of the index."""
+        return f"weaviate:{content_tokenization(language, self.tokenization)}"
+
+    def build(
+        self,
+        documents: list[Document],
+        spec: Mapping[str, Any],
+        store: DocumentStore,
+        cache_dir: Path,
+        fingerprint: str,
+        lineage: str | None = None,
+        update: bool = False,
+    ) -> IndexInfo:
+        return build_collection(documents, spec, store, cache_dir, fingerprint, lineage, update)
+
+    def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
+        return open_collection(store, index_dir)

@@ -13,7 +13,7 @@ from components.retrievers.weaviate_search import weaviate_filters
 from experiments.runs.config import validate
 from experiments.runs.indexed import load_indexed_pipeline, prepare_pipeline
 from pipelines.errors import UserError
-from pipelines.weaviate_store import (
+from pipelines.index.weaviate import (
     BUILDING,
     EXACT_TEXT,
     EXACT_TEXT_ARRAYS,
@@ -284,7 +284,7 @@ def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
 def test_a_build_leaves_a_record_promotion_ships_and_serving_checks(tmp_path):
     """The bundle's index folder names the collection build; a rebuilt or emptied collection is not served."""
     from experiments.runs.indexed import snapshot_fingerprint
-    from pipelines.weaviate_store import open_collection
+    from pipelines.index.weaviate import open_collection
 
     store = RecordingStore(BUILDING)
     build_collection([Document(content="a"), Document(content="b")], spec(), store, tmp_path, "fp")

@@ -1,0 +1,201 @@
+"""The snapshot format: one folder per index fingerprint in the index cache, holding `manifest.json`,
+`chunks.jsonl` (chunks without vectors), `embeddings.npy` (one float32 matrix) and ragtune's marker.
+
+Snapshots are written to a temporary folder and renamed into place, so a killed run never leaves a half-written
+index that a later run trusts; a snapshot damaged after the fact fails to load with DamagedIndexError. Only
+folders that ragtune wrote (its marker, or its manifest) are ever deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from haystack import Document
+from haystack.document_stores.types import DocumentStore, DuplicatePolicy
+
+from pipelines.errors import UserError
+
+# 2: the manifest records chunk count, embeddings and creation time, which loading checks the files against.
+INDEX_FORMAT = 2
+MANIFEST = "manifest.json"
+CHUNKS = "chunks.jsonl"
+EMBEDDINGS = "embeddings.npy"
+# Touched on every load: `ragtune cache` prunes by last use.
+LAST_USED = "last_used"
+# Written first into every snapshot's temp folder, so the snapshot bears it too: the folders ragtune may delete.
+MARKER = ".ragtune-index"
+MANIFEST_FIELDS = {"chunks": int, "embeddings": bool, "created": float}
+# save_snapshot's temp folders: `.<fingerprint>-<writer pid>-<mkdtemp suffix>`; older ones lack the pid.
+TEMP_FOLDER = re.compile(r"\.(?P<fingerprint>.+?)-(?:(?P<pid>\d+)-)?[a-z0-9_]{8}")
+# Writing a snapshot takes seconds; a temp folder this old is debris even if its pid was reused since.
+STALE_AFTER_SECONDS = 6 * 3600
+
+
+class DamagedIndexError(ValueError):
+    """A snapshot whose files disagree with its manifest; the message says which file and how."""
+
+
+def stale_temp_folders(cache_dir: Path) -> list[Path]:
+    """Snapshot temp folders whose writer is gone: its pid (in the name) is dead, or the folder is hours old.
+
+    Only folders that ragtune wrote: a folder that merely looks like one by name is left alone.
+    """
+    stale = []
+    for folder in cache_dir.glob(".*"):
+        match = TEMP_FOLDER.fullmatch(folder.name)
+        if match and written_by_ragtune(folder, match["fingerprint"]) and _is_stale(folder, match["pid"]):
+            stale.append(folder)
+    return stale
+
+
+def discard(path: Path) -> None:
+    """Removes the snapshot folder `path` before it is rebuilt, only if ragtune wrote it: a folder of someone
+    else's that happens to bear a fingerprint's name in the cache is reported, never deleted."""
+    if not written_by_ragtune(path, path.name):
+        raise UserError(f"index cache: {path} was not written by ragtune (no {MARKER}, no ragtune manifest) and "
+                        f"stands where index {path.name} goes; move it out of {path.parent}")
+    shutil.rmtree(path)
+
+
+def written_by_ragtune(folder: Path, fingerprint: str) -> bool:
+    """Whether `folder` (a real folder, never a symlink) is a snapshot or temp folder of `fingerprint` that ragtune
+    wrote: it bears MARKER, or (written before the marker existed) its manifest is ragtune's for `fingerprint`."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    marker = folder / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return True
+    manifest = folder / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        return False
+    try:
+        content = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(content, dict) and content.get("format") == INDEX_FORMAT and content.get("fingerprint") == fingerprint
+
+
+def _is_stale(folder: Path, pid: str | None) -> bool:
+    try:
+        age = time.time() - folder.stat().st_mtime
+    except FileNotFoundError:  # another build's sweep removed it first
+        return False
+    return age > STALE_AFTER_SECONDS or (pid is not None and not _is_alive(int(pid)))
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any]) -> None:
+    """Writes chunks (JSONL) and embeddings (one float32 matrix) into a temp folder, then renames it into place.
+
+    The manifest records what the files must hold (chunk count, whether there are embeddings) so that loading
+    can tell a damaged snapshot from a good one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-{os.getpid()}-", dir=path.parent))
+    try:
+        (tmp / MARKER).touch()  # first: a killed write leaves a folder that `remove_stale` knows is ragtune's
+        with (tmp / CHUNKS).open("w", encoding="utf-8") as f:
+            for doc in documents:
+                record = doc.to_dict(flatten=False)
+                record.pop("embedding", None)
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        embeds = bool(documents) and all(d.embedding is not None for d in documents)
+        if embeds:
+            np.save(tmp / EMBEDDINGS, np.asarray([d.embedding for d in documents], dtype=np.float32))
+        facts = {"chunks": len(documents), "embeddings": embeds, "created": time.time(), "format": INDEX_FORMAT}
+        (tmp / MANIFEST).write_text(json.dumps(manifest | facts, indent=2))
+        if path.exists() and not (path / MANIFEST).exists():  # debris without a manifest is never trusted
+            discard(path)
+        try:
+            os.rename(tmp, path)
+        except OSError:  # a parallel job finished the same index first; theirs is identical
+            if not (path / MANIFEST).exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_snapshot(path: Path, store: DocumentStore, record_use: bool = True) -> int:
+    """Writes the snapshot into `store` only once all of it has been read and checked; records the use in the
+    index cache (`record_use`), never in a promoted bundle, whose files stay as registered."""
+    documents = read_snapshot(path)
+    store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    if record_use:
+        (path / LAST_USED).touch()
+    return len(documents)
+
+
+def read_snapshot(path: Path) -> list[Document]:
+    """The snapshot's chunks with their embeddings; DamagedIndexError when a file disagrees with the manifest."""
+    manifest = read_manifest(path)
+    documents = read_chunks(path)
+    if len(documents) != manifest["chunks"]:
+        raise DamagedIndexError(f"{CHUNKS} has {len(documents)} chunks, the manifest records {manifest['chunks']}")
+    if not manifest["embeddings"]:
+        return documents
+    embeddings = _read_embeddings(path / EMBEDDINGS)
+    if len(embeddings) != len(documents):
+        raise DamagedIndexError(f"{EMBEDDINGS} has {len(embeddings)} rows for {len(documents)} chunks")
+    return [replace(doc, embedding=row.tolist()) for doc, row in zip(documents, embeddings, strict=True)]
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The snapshot's manifest; DamagedIndexError when it is missing, unparsable or lacks a field loading needs."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DamagedIndexError(f"{MANIFEST} is missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DamagedIndexError(f"{MANIFEST} is not valid JSON") from None
+    for key, kind in MANIFEST_FIELDS.items():
+        if not isinstance(manifest, dict) or not isinstance(manifest.get(key), kind):
+            raise DamagedIndexError(f"{MANIFEST} has no valid '{key}'")
+    return manifest
+
+
+def read_chunks(path: Path) -> list[Document]:
+    """The snapshot's chunks without their embeddings."""
+    file = path / CHUNKS
+    if not file.exists():
+        raise DamagedIndexError(f"{CHUNKS} is missing")
+    documents = []
+    try:
+        with file.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                try:
+                    documents.append(Document.from_dict(json.loads(line)))
+                except (ValueError, TypeError, KeyError, AttributeError):  # JSONDecodeError is a ValueError
+                    raise DamagedIndexError(f"{CHUNKS} line {number} is not a valid chunk") from None
+    except UnicodeDecodeError:
+        raise DamagedIndexError(f"{CHUNKS} is not valid UTF-8") from None
+    return documents
+
+
+def _read_embeddings(file: Path) -> np.ndarray:
+    if not file.exists():
+        raise DamagedIndexError(f"the manifest records embeddings but {EMBEDDINGS} is missing")
+    try:
+        embeddings = np.load(file)
+    except (ValueError, OSError, EOFError) as e:
+        raise DamagedIndexError(f"{EMBEDDINGS} is unreadable: {e}") from None
+    if embeddings.ndim != 2:
+        raise DamagedIndexError(f"{EMBEDDINGS} is not a matrix (shape {embeddings.shape})")
+    return embeddings

@@ -1,0 +1,47 @@
+"""The ingestion graph as a pipeline spec: what `ingest.*` and the document embedder configure, in the form
+pipelines/builder.py builds and pipelines/index/fingerprint.py fingerprints."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+# The ingestion component that embeds chunks; its model is fingerprinted as `embedder_identity`.
+DOCUMENT_EMBEDDER = "embedder"
+
+
+def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dict[str, Any]:
+    """The ingestion graph: configured splitters in `ingest.chain`, then spans, heading prefix, embedding, write.
+
+    `document_embedder=None` leaves embedding out, for query pipelines that read no vectors (BM25 only): the
+    snapshot then has no embeddings, and its fingerprint differs from the embedded index's.
+    """
+    chain = list(ingest.chain)
+    components: dict[str, Any] = {name: _plain(ingest.splitters[name]) for name in chain}
+    components |= {
+        "spans": {"_target_": "components.preprocessors.chunk_span_locator.ChunkSpanLocator"},
+        "prefix": {"_target_": "components.preprocessors.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
+    }
+    if document_embedder is not None:
+        components[DOCUMENT_EMBEDDER] = _plain(document_embedder)
+    components["writer"] = {
+        "_target_": "haystack.components.writers.DocumentWriter",
+        "document_store": "@store",
+        "policy": "OVERWRITE",
+    }
+    after_spans = list(components)[len(chain) :]
+    connections = [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(chain)]
+    connections.append([f"{chain[-1]}.documents", "spans.chunks"])
+    connections += [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(after_spans)]
+    return {
+        "name": f"ingest-{ingest.name}",
+        "components": components,
+        "connections": connections,
+        "inputs": {"documents": [f"{chain[0]}.documents", "spans.sources"]},
+    }
+
+
+def _plain(config: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
