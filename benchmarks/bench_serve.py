@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from benchmarks.common import ROOT, machine, run_clients
-from serving.server import LOOPBACK
+from serving.http.auth import LOOPBACK
 
 
 def questions(golden: Path) -> list[str]:

@@ -102,10 +102,12 @@ def serve_and_rate(cache: Path) -> tuple[str, str]:
     from experiments.evaluation.answer_metrics import answer_tokens
     from experiments.runs.config import compose
     from experiments.runs.indexed import prepare_pipeline
+    from serving.http.app import create_app
+    from serving.http.auth import bearer
+    from serving.http.state import ServerState
     from serving.online.traces import Traces
     from serving.principals import read_api_keys
     from serving.served_pipeline import ServedPipeline
-    from serving.server import ServerState, bearer, create_app
     from serving.settings import ServeSettings, TraceSettings
 
     cfg = compose(["pipeline=bm25", "answer=extractive", "+pipeline.answer=${answer.stage}", f"paths.cache={cache}"])

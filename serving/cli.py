@@ -33,7 +33,7 @@ COMMANDS = {
     "traces": Command("serving.online.retention", "prune a served model's traces past serve.trace.retention_days"),
     "online-report": Command("serving.online.report", "compare a served model's variants on production traces"),
     "harvest": Command("serving.online.harvest", "production failures as golden-set candidates; append reviewed ones"),
-    "audit": Command("serving.acl_audit", "probe every serving path for cross-tenant leaks (exit 1 on a leak)"),
+    "audit": Command("serving.audit.run", "probe every serving path for cross-tenant leaks (exit 1 on a leak)"),
     "calibrate": Command("experiments.tuning.calibrate", "fit CRAG's thresholds on a golden set"),
     "train-grader": Command("experiments.tuning.train_grader", "train CRAG's cross-encoder grader offline"),
     "cache": Command("experiments.runs.cache", "list or prune the index snapshots"),

@@ -35,12 +35,12 @@ from mlflow.protos.databricks_pb2 import (
 from pydantic import ValidationError
 
 from pipelines.errors import ConfigError
+from serving.http.answering import request_fault
 from serving.online.traces import Traces, model_version, served_model, traced
 from serving.online.variants import Variant
 from serving.principals import Principal, credential_lookup, scoped_filters
 from serving.request_schema import PyfuncRequest, RequestRefused, check_request
 from serving.served_pipeline import ServedPipeline
-from serving.server import request_fault
 from serving.settings import SERVE_ENV, ServeSettings, env_config, serve_settings
 
 logger = logging.getLogger("ragtune.serve")

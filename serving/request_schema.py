@@ -83,7 +83,7 @@ class QueryRequest(_Checked):
     question: str
     history: list[Turn] = Field(default_factory=list)
     filters: dict[str, Any] | None = None
-    # Server-sent events: the generator's tokens as they come, then the reply (serving/server.py).
+    # Server-sent events: the generator's tokens as they come, then the reply (serving/http/streaming.py).
     stream: bool = False
 
     @field_validator("filters")

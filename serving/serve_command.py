@@ -15,10 +15,12 @@ from omegaconf import DictConfig
 
 from pipelines.errors import ConfigError
 from serving.bundle import download_bundle
+from serving.http.app import create_app
+from serving.http.auth import authenticator
+from serving.http.state import ServerState
 from serving.online.traces import Traces, model_version, served_model
 from serving.online.variants import Variant
 from serving.served_pipeline import ServedPipeline
-from serving.server import ServerState, authenticator, create_app
 from serving.settings import ServeSettings, compose_serve, serve_settings
 
 

@@ -1,6 +1,6 @@
 """A promoted run's pipeline, filled from its bundle's snapshot and warm: what serve.py and the pyfunc model ask.
 
-It answers with the filters it is given; the callers (serving/server.py, serving/pyfunc_answerer.py) scope every
+It answers with the filters it is given; the callers (serving/http/, serving/pyfunc_answerer.py) scope every
 request to its principal first.
 """
 

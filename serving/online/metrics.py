@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+from fastapi.routing import iter_route_contexts
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -66,7 +67,8 @@ class ServerMetrics:
     def refused(self, status: int, request: Request) -> None:
         """A refused request, by its route: the app's own paths are the only ones kept as a label."""
         path = request.url.path
-        routes = {getattr(route, "path", None) for route in request.app.routes}
+        # FastAPI keeps an included router as one entry of `app.routes`: its walker yields each route of it.
+        routes = {route.path for route in iter_route_contexts(request.app.routes)}
         self._refusals.labels(status=str(status), path=path if path in routes else OTHER).inc()
 
     def shadow_answered(self, status: int) -> None:

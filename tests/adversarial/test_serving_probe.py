@@ -16,9 +16,11 @@ import pytest
 import uvicorn
 
 from experiments.runs.indexed import prepare_pipeline
+from serving.http.app import create_app
+from serving.http.auth import bearer
+from serving.http.state import ServerState
 from serving.principals import Principal
 from serving.served_pipeline import ServedPipeline
-from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings
 from tests.support.shipped import composed
 

@@ -10,11 +10,22 @@ import pytest
 from haystack import Document, tracing
 from mlflow.environment_variables import MLFLOW_ENABLE_ASYNC_TRACE_LOGGING
 
-import serving.server
+import serving.http.routes
 from experiments.datasets.demo import DEMO_DIR
 from pipelines.errors import UserError
-from serving import acl_audit
-from serving.acl_audit import PATHS, PyfuncChannel, ServeChannel, audit, may_see, probes, run_audit
+from serving.audit.channels import ELSEWHERE, PyfuncChannel, ServeChannel
+from serving.audit.checks import (
+    LAYERS,
+    ONLINE_LAYERS,
+    AuditReport,
+    Confidential,
+    check_reply,
+    may_see,
+    texts_of,
+)
+from serving.audit.online import audit_online
+from serving.audit.probes import Probe, probes
+from serving.audit.run import PATHS, audit, audit_keys, run_audit
 from serving.online import report as online_report
 from serving.online.feedback import Ratings
 from serving.online.metrics import ServerMetrics
@@ -85,7 +96,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_store: Path) -
 
 def with_admin(folder: Path) -> dict[str, Principal]:
     """The demo's keys and the audit's admin key, read back from the keys file the audit writes."""
-    return read_api_keys(acl_audit.audit_keys(folder))
+    return read_api_keys(audit_keys(folder))
 
 
 def channels(answerer) -> list:
@@ -111,7 +122,7 @@ def test_a_slow_pipeline_can_quote_a_few_hidden_documents_of_each_key_spread_ove
 def test_a_leaking_answerer_is_caught_at_every_layer_on_every_path():
     documents = tenant_documents()
     report = audit(channels(LeakingAnswerer(documents, leak=True)), KEYS, documents, ["q?"])
-    assert report.failed and all(report.leaks[layer] > 0 for layer in acl_audit.LAYERS)
+    assert report.failed and all(report.leaks[layer] > 0 for layer in LAYERS)
     assert {kind.split("/")[0] for kind in report.requests} == {"serve", "pyfunc"}
     clean = audit(channels(LeakingAnswerer(documents, leak=False)), KEYS, documents, ["q?"])
     assert not clean.failed and clean.checked["context"] > 400 and clean.leaks.total() == 0, clean.lines()
@@ -159,24 +170,24 @@ def test_the_audit_checks_serve_pys_online_routes_after_its_probes_and_summarise
     assert report.requests["serve/report"] == 1
     assert report.checked["report"] == 3 + 2  # three outputs, and the figures of the two tenants that asked
     lines = report.lines()
-    for layer in acl_audit.ONLINE_LAYERS:
+    for layer in ONLINE_LAYERS:
         assert [layer, str(report.checked[layer]), "0"] in [line.split() for line in lines], lines
     assert (folder / "online-report" / "report.md").is_file()
 
 
-def online_audit(folder: Path) -> acl_audit.AuditReport:
+def online_audit(folder: Path) -> AuditReport:
     """Each demo key asks serve.py once, then the online routes are audited: quick (each trace costs the
     store)."""
     documents, keys = tenant_documents(), with_admin(folder)
     channel = ServeChannel(LeakingAnswerer(documents, leak=False), keys, folder)
     owned, said = {}, [QUESTION]
     for key in KEYS:
-        status, reply = channel.send(acl_audit.Probe("golden", key, {"question": QUESTION}))
+        status, reply = channel.send(Probe("golden", key, {"question": QUESTION}))
         assert status == 200, reply
         owned[key] = reply["trace_id"]
         said.append(reply["answer"])
-    report = acl_audit.AuditReport()
-    acl_audit.audit_online(channel, keys, owned, acl_audit.Confidential.of(documents, said), report)
+    report = AuditReport()
+    audit_online(channel, keys, owned, Confidential.of(documents, said), report)
     return report
 
 
@@ -214,7 +225,7 @@ def metrics_name_a_tenant(metrics):
 @pytest.mark.parametrize(("target", "name", "leaky", "layer", "says"), [
     (Ratings, "accept", foreign_rating_is_busy, "feedback", "differs from the unknown"),
     (Owners, "owns", lambda self, trace_id, principal: True, "feedback", "a rating another principal sent"),
-    (serving.server, "LOOPBACK", {acl_audit.ELSEWHERE[0]}, "metrics", "GET /metrics as demo-acme-staff: 200"),
+    (serving.http.routes, "LOOPBACK", {ELSEWHERE[0]}, "metrics", "GET /metrics as demo-acme-staff: 200"),
     (ServerMetrics, "exposition", metrics_name_a_tenant, "metrics", "shows 'acme'"),
     (online_report, "read", trace_reveals_its_question, "report", "serve online-report"),
 ], ids=["feedback-503-on-a-foreign-trace", "feedback-anyone-rates", "metrics-off-loopback",
@@ -246,7 +257,7 @@ def test_no_principal_sees_another_tenants_chunks_on_any_serving_path(pipeline, 
     print("\n".join(report.lines()))
     assert {kind.split("/")[0] for kind in report.requests} == set(paths)
     assert sum(report.requests.values()) >= 300 * len(paths) and report.checked["context"] >= 300
-    assert all(report.checked[layer] > 0 for layer in acl_audit.ONLINE_LAYERS)  # serve.py is in both
+    assert all(report.checked[layer] > 0 for layer in ONLINE_LAYERS)  # serve.py is in both
     assert not report.failed, report.lines()
 
 
@@ -255,10 +266,10 @@ def test_a_step_that_shows_a_hidden_passage_on_one_line_is_a_leak():
     hidden = Document(id="acme/leave.md", content="Leave rules of Acme.\nEvery engineer gets 27 days\nof paid leave.",
                       meta={"tenant": "acme"})
     principal = Principal("globex")
-    texts = acl_audit._texts(principal, [hidden])
+    texts = texts_of(principal, [hidden])
     observation = "[acme/leave.md] " + " ".join(hidden.content.split())
-    report = acl_audit.AuditReport()
+    report = AuditReport()
     reply = {"answer": "", "citations": [], "documents": [],
              "steps": [{"tool": "kb_search", "arguments": {}, "error": False, "observation": observation}]}
-    acl_audit.check_reply(principal, reply, {}, texts, report, "#0")
+    check_reply(principal, reply, {}, texts, report, "#0")
     assert report.leaks["steps"] == 1 and report.checked["steps"] == 1

@@ -15,8 +15,10 @@ from haystack.errors import FilterError
 from components.retrievers.document_masks import DocumentMasks
 from pipelines.access import IndexAccess
 from pipelines.errors import ConfigError, UserError
+from serving.http.app import create_app
+from serving.http.auth import authenticator, bearer, proxy_headers
+from serving.http.state import ServerState
 from serving.principals import Principal, key_subject, read_api_keys, scoped_filters
-from serving.server import ServerState, authenticator, bearer, create_app, proxy_headers
 from serving.settings import JwtSettings, ServeSettings
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}

@@ -12,10 +12,12 @@ from haystack import tracing
 from experiments.datasets.demo import load_demo
 from experiments.datasets.settings import DemoDataset
 from serving.cli import main as cli
+from serving.http.app import create_app
+from serving.http.auth import bearer
+from serving.http.state import ServerState
 from serving.online.harvest import bigrams, question_key, similar
 from serving.online.traces import Traces
 from serving.principals import Principal
-from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings
 from tests.support.run_py import job_dir, run
 

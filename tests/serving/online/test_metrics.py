@@ -9,9 +9,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines.errors import ConfigError
+from serving.http.app import create_app
+from serving.http.auth import bearer
+from serving.http.state import ServerState
 from serving.online.traces import Traces
 from serving.principals import Principal, key_subject, read_api_keys
-from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings
 
 TENANTS = ("tenant-umbrella-3c9", "tenant-wayne-81f")

@@ -13,12 +13,14 @@ from haystack import tracing
 
 import serving.online.retention as retention
 from serving.cli import main as cli
+from serving.http.app import create_app
+from serving.http.auth import bearer
+from serving.http.state import ServerState
 from serving.loopback import free_port, wait_until_up
 from serving.online.traces import Traces
 from serving.online.variants import Variant
 from serving.principals import Principal
 from serving.pyfunc_answerer import PyfuncAnswerer
-from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}

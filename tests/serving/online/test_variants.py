@@ -9,11 +9,13 @@ from fastapi.testclient import TestClient
 from haystack import tracing
 
 from pipelines.errors import ConfigError
+from serving.http.app import create_app
+from serving.http.auth import bearer
+from serving.http.state import ServerState
 from serving.online.traces import Traces
 from serving.online.variants import Variant, assign
 from serving.principals import Principal, scoped_filters
 from serving.serve_command import variants_of
-from serving.server import ServerState, bearer, create_app
 from serving.settings import ServeSettings, TraceSettings, compose_serve, serve_settings
 
 KEYS = {"k-acme": Principal("acme", ("hr",), subject="ana"), "k-beta": Principal("beta", subject="bo")}

@@ -1,0 +1,162 @@
+"""How serve.py answers a request that passed its checks: on the variant its principal is assigned, in a thread
+the pending limit admits, within the timeout and while the client waits, and with one log line however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from fastapi import HTTPException, Request
+from haystack.errors import FilterError
+
+from pipelines.errors import UserError
+from serving.http.refusals import ANONYMOUS
+from serving.http.state import ServerContext
+from serving.online.traces import RequestTrace, traced
+from serving.online.variants import Answerer, ShadowJob, assign
+from serving.principals import Principal, scoped_filters
+from serving.request_schema import RequestRefused, Turn, check_request
+
+logger = logging.getLogger("ragtune.serve")
+# A request whose client closed the connection before its reply, logged as nginx logs it.
+CLIENT_CLOSED = 499
+T = TypeVar("T")
+
+
+async def answer(
+    request: Request,
+    context: ServerContext,
+    principal: Principal | None,
+    question: str,
+    history: list[Turn],
+    filters: dict[str, Any] | None,
+    on_token: Callable[[str], None] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict:
+    """Answers one request of `principal`'s on the variant it is assigned: its pipeline runs in a thread, within
+    serve.timeout_s and while the client waits; its one log line, metrics and trace are written however it
+    ends."""
+    state, limits, metrics, shadow, pending = (
+        context.state, context.limits, context.metrics, context.shadow, context.pending)
+    try:
+        check_request(question, [turn.content for turn in history], filters, limits)
+    except RequestRefused as e:
+        raise HTTPException(e.status, e.reason) from None
+    request_id = request.state.request_id
+    variant = assign(state.variants, principal, request_id, state.salt)
+    if variant.answerer is None:
+        raise HTTPException(503, "not ready: the model is loading")
+    if not pending.acquire(blocking=False):
+        raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
+    start = time.perf_counter()
+    record = state.traces.start(question, principal, request_id, variant) if state.traces else None
+    trace_id = record.trace_id if record else request_id
+    scoped = scoped_filters(principal, filters)
+    turns = [t.model_dump() for t in history]
+    status, reply, reason = 200, {}, None
+    try:
+        work = asyncio.to_thread(
+            _run_then_release, variant.answerer, pending, question, turns, scoped, limits.debug, on_token, on_step,
+            record,
+        )
+        reply = await unless_hung_up(request, asyncio.wait_for(asyncio.shield(work), timeout=limits.timeout_s))
+    except TimeoutError:
+        status, reason = 504, f"timed out after {limits.timeout_s} s"
+    except ClientClosed:
+        status, reason = CLIENT_CLOSED, "the client closed the connection before the reply"
+    except Exception as e:
+        fault = request_fault(e)
+        # e.g. filters the store cannot apply: the request's fault, said in one line
+        status, reason = (400, fault) if fault is not None else (500, f"internal error (trace_id {trace_id})")
+        if fault is None:
+            logger.exception("trace %s failed", trace_id)
+    finally:
+        seconds = time.perf_counter() - start
+        _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
+             reason)
+        request.state.logged = True  # its one line is written: `refused` writes no second one
+        metrics.answered(status, variant.name, seconds, reply.get("stages_ms"))
+        if record is not None:
+            record.finish(status, reply)
+    if reason is not None:
+        raise HTTPException(status, reason)
+    if shadow is not None and not shadow.offer(ShadowJob(question, turns, scoped, principal, request_id)):
+        metrics.shadow_shed()
+    return reply | {"trace_id": trace_id, "variant": variant.name, "model_version": variant.version}
+
+
+class ClientClosed(Exception):
+    """The client closed its connection before its reply was ready."""
+
+
+async def unless_hung_up(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or ClientClosed as soon as the client closes its connection, so that a reply nobody
+    receives is logged as 499, not 200. The pipeline's thread runs on, holding its slot until it ends."""
+    answer, hang_up = asyncio.ensure_future(work), asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait({answer, hang_up}, return_when=asyncio.FIRST_COMPLETED)
+        if answer.done():
+            return answer.result()
+        raise ClientClosed
+    finally:
+        answer.cancel()
+        hang_up.cancel()
+
+
+async def _hung_up(request: Request) -> None:
+    """Returns when the server receives `http.disconnect`: the body is read already, so nothing else comes."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def request_fault(error: BaseException | None) -> str | None:
+    """The message of the UserError or FilterError behind `error`, which Haystack wraps in PipelineRuntimeError
+    when a component raises it; None for any other failure (the server's)."""
+    while error is not None:
+        if isinstance(error, UserError | FilterError):
+            return str(error)
+        error = error.__cause__
+    return None
+
+
+def _run_then_release(
+    answerer: Answerer,
+    pending: threading.BoundedSemaphore,
+    question: str,
+    history: list,
+    filters: dict,
+    stages: bool,
+    on_token: Callable[[str], None] | None,
+    on_step: Callable[[dict[str, Any]], None] | None,
+    record: RequestTrace | None,
+) -> dict[str, Any]:
+    """The slot is freed when the work ends, not when the client stops waiting: a timed-out question still holds
+    the pipeline until it finishes, so it still counts. A sampled request's components are traced under its root."""
+    try:
+        return answerer.ask(question, history, filters, stages=stages, on_token=on_token, on_step=on_step,
+                            **traced(record))
+    finally:
+        pending.release()
+
+
+def _log(
+    trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
+    question: str | None, reason: str | None,
+) -> None:
+    """The line of a request that reached the pipeline; `reason` is the error its reply carries, if any."""
+    record: dict[str, Any] = {
+        "trace_id": trace_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
+        "latency_ms": round(seconds * 1000, 1),
+    }
+    if reason is not None:
+        record["refused"] = reason
+    if stages_ms:
+        record["stages_ms"] = stages_ms
+    if question is not None:
+        record["question"] = question
+    logger.info(json.dumps(record, ensure_ascii=False))
