@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from haystack import Document
 
-from experiments.datasets.golden import GoldenItem, locate_evidence, normalise_whitespace
+from experiments.datasets.golden.evidence import locate_evidence
+from experiments.datasets.golden.items import GoldenItem, normalise_whitespace
 from experiments.evaluation.metrics import aggregate, rank_metrics
 from experiments.evaluation.relevance import Judged
 

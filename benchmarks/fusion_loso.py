@@ -44,7 +44,7 @@ from tqdm import tqdm
 from benchmarks.common import ROOT
 from components.common.paths import cache_root
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.metrics import rank_metrics
 from experiments.evaluation.relevance import judge
 from experiments.runs.config import compose, validate

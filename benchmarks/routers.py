@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from benchmarks.common import ROOT
 from components.common.text import detect_language
 from components.routers.routes import ROUTES
-from experiments.datasets.golden import GoldenItem, parse_golden
+from experiments.datasets.golden.items import GoldenItem
+from experiments.datasets.golden.parsing import parse_golden
 from experiments.runs.config import compose
 from pipelines.instantiate import instantiate_component
 

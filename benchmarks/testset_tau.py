@@ -37,7 +37,7 @@ from benchmarks.common import (
     write_result,
 )
 from components.common.paths import cache_root
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.llm_questions import LlmQuestionWriter
 from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer
 from experiments.evaluation.evaluate import evaluate

@@ -37,8 +37,8 @@ class BuiltPipeline:
     grader: str | None = None
     # The component named by `question_from`: its `question` (and `queries`, `fallback`) outputs are the rewrite.
     rewriter: str | None = None
-    # `model_slots` of the spec (pipelines/spec.py); None: the spec predates them.
-    model_slots: dict[str, ModelSlot] | None = None
+    # `model_slots` of the spec (pipelines/spec.py): the LLM slot -> the config section and component that run it.
+    model_slots: dict[str, ModelSlot] = field(default_factory=dict)
 
     @property
     def retrieval_output(self) -> Socket | None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
 
 from haystack.utils.type_serialization import deserialize_type
@@ -21,8 +19,6 @@ from pipelines.spec import PipelineConfigError, to_container
 # Params that Haystack components expect as Python types (BranchJoiner, OutputAdapter, ConditionalRouter routes);
 # YAML gives their names.
 TYPE_KEYS = {"output_type", "type_"}
-# Factories that moved, under the path a promoted model's config.yaml still names (`store._target_` of store=weaviate).
-MOVED_TARGETS = {"pipelines.weaviate_store.weaviate_document_store": "pipelines.index.weaviate.weaviate_document_store"}
 
 
 def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
@@ -30,37 +26,11 @@ def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resourc
     return instantiate(to_container(cfg, key), key, dict(resources))
 
 
-@cache
-def component_groups() -> dict[str, str]:
-    """Each module of components/ -> the group folder it lives in (`bm25_retriever` -> `retrievers`)."""
-    import components
-
-    root = components.__path__
-    return {
-        module.name: group.name
-        for group in pkgutil.iter_modules(root)
-        if group.ispkg
-        for module in pkgutil.iter_modules([f"{root[0]}/{group.name}"])
-    }
-
-
-def current_target(target: str) -> str:
-    """Models promoted before components/ was grouped name `components.<module>.<Class>`: the same class, found in
-    its group (`components.retrievers.<module>.<Class>`), so that they still load and serve; so are the factories
-    that moved since (MOVED_TARGETS)."""
-    if target in MOVED_TARGETS:
-        return MOVED_TARGETS[target]
-    parts = target.split(".")
-    if len(parts) > 2 and parts[0] == "components" and parts[1] in component_groups():
-        return ".".join(["components", component_groups()[parts[1]], *parts[1:]])
-    return target
-
-
 def locate(target: Any, where: str) -> Any:
     """Imports the longest module prefix of a dotted path, then walks attributes (e.g. `...Secret.from_env_var`)."""
     if not isinstance(target, str) or "." not in target:
         raise PipelineConfigError(f"{where}._target_: expected a dotted import path, got {target!r}")
-    parts = current_target(target).split(".")
+    parts = target.split(".")
     not_found: ModuleNotFoundError | None = None
     for cut in range(len(parts) - 1, 0, -1):
         module_name = ".".join(parts[:cut])

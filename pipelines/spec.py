@@ -288,10 +288,10 @@ def rewriting_component(spec: Mapping[str, Any]) -> str | None:
     return source.split(".")[0] if source.endswith(".queries") else None
 
 
-def parse_model_slots(value: Any, key: str, components: Mapping[str, Any]) -> dict[str, ModelSlot] | None:
-    """`model_slots`, checked; None when the spec has none (a run promoted before specs declared them)."""
+def parse_model_slots(value: Any, key: str, components: Mapping[str, Any]) -> dict[str, ModelSlot]:
+    """`model_slots`, checked; a spec without them declares no slot."""
     if value is None:
-        return None
+        return {}
     if not isinstance(value, Mapping):
         raise PipelineConfigError(f"{key}.model_slots: expected a mapping slot -> {{section, component}}")
     slots = {}

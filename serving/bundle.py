@@ -4,15 +4,16 @@
     config.yaml            the run's portable config (experiments/runs/portable.py), read to rebuild the pipeline
     config.resolved.yaml   the run's resolved config, for the record
     pipeline.yaml          the Haystack pipeline the run logged, for the record
-    identities.json        the index fingerprint, every model's identity as the run recorded them, and the size of
-                           every file of the index snapshot
+    identities.json        the bundle's format, the index fingerprint, every model's identity as the run recorded
+                           them, and the size of every file of the index snapshot
     access.json            who may see each document of the index (pipelines/access.py)
     index/<fingerprint>/   the index snapshot: chunks, embeddings, manifest, and the BM25 index beside them; for
                            store=weaviate only the manifest of the collection build the run evaluated
     files/                 the project files the config reads (`${project_path:...}`), e.g. the k-NN examples
 
 Loading refuses a bundle whose models are not the ones evaluated (another package version, a retrained grader), or
-whose files are not all there, so what is served is what was measured. Nothing writes into a bundle once promoted.
+whose files are not all there, so what is served is what was measured. Nothing writes into a bundle once promoted;
+a bundle of an older format is read through serving/bundle_compat.py, which brings it to the current one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pipelines.run_layout import (
     PIPELINE_ARTIFACT,
     PORTABLE_CONFIG,
 )
+from serving.bundle_compat import BUNDLE_FORMAT, FORMAT_KEY, RawBundle, current_config, upgrade
 
 CONFIG, RESOLVED, PIPELINE, IDENTITIES, INDEX, FILES = (
     "config.yaml", "config.resolved.yaml", "pipeline.yaml", "identities.json", "index", "files",
@@ -65,7 +67,7 @@ class Bundle:
     cfg: DictConfig
     models: dict[str, str]
     index: Path
-    access: IndexAccess | None  # None: promoted before bundles carried access.json (read from the snapshot then)
+    access: IndexAccess
 
 
 def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
@@ -80,7 +82,7 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
             f"run {run_id} recorded no index (tag {INDEX_FINGERPRINT_TAG}): it did not finish indexing"
         )
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG).write_text(portable, encoding="utf-8")
+    (out / CONFIG).write_text(current_config(portable), encoding="utf-8")
     (out / RESOLVED).write_text(resolved, encoding="utf-8")
     (out / PIPELINE).write_text(_artifact_text(client, run_id, logged, PIPELINE_ARTIFACT), encoding="utf-8")
     cache_dir = Path(OmegaConf.create(resolved).ingest.cache_dir)
@@ -99,6 +101,7 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     prefix = MODEL_TAG_PREFIX
     models = {key.removeprefix(prefix): value for key, value in run.data.tags.items() if key.startswith(prefix)}
     identities = {
+        FORMAT_KEY: BUNDLE_FORMAT,
         "index_fingerprint": fingerprint,
         "models": {k: v for k, v in models.items() if k not in NOT_SERVED},
         "index_files": {str(f.relative_to(index)): f.stat().st_size for f in sorted(index.rglob("*")) if f.is_file()},
@@ -123,18 +126,20 @@ def read_bundle(folder: Path) -> Bundle:
     register_config()
     try:
         identities = json.loads((folder / IDENTITIES).read_text(encoding="utf-8"))
-        cfg = relocated((folder / CONFIG).read_text(encoding="utf-8"), folder / FILES)
+        portable = (folder / CONFIG).read_text(encoding="utf-8")
     except FileNotFoundError as e:
         raise PromotionError(f"{folder} is not a ragtune bundle: {Path(e.filename).name} is missing") from None
-    validate(cfg)
     index = folder / INDEX / identities["index_fingerprint"]
-    for relative, size in identities.get("index_files", {}).items():
+    access = IndexAccess.read(folder / ACCESS_FILE) if (folder / ACCESS_FILE).is_file() else None
+    bundle = upgrade(RawBundle(f"bundle {folder}", identities, portable, access, lambda: snapshot_access(index)))
+    cfg = relocated(bundle.config, folder / FILES)
+    validate(cfg)
+    for relative, size in bundle.identities["index_files"].items():
         file = index / relative
         if not file.is_file() or file.stat().st_size != size:
             state = "is missing" if not file.is_file() else f"has {file.stat().st_size} bytes, not {size}"
             raise PromotionError(f"bundle {folder} is damaged: {file.relative_to(folder)} {state}")
-    access = IndexAccess.read(folder / ACCESS_FILE) if (folder / ACCESS_FILE).is_file() else None
-    return Bundle(folder, cfg, identities["models"], index, access)
+    return Bundle(folder, cfg, bundle.identities["models"], index, bundle.access)
 
 
 def snapshot_access(index: Path, meta_file: str | None = None) -> IndexAccess:

@@ -64,7 +64,8 @@ from pipelines.run_layout import (
     STUDY_PART_TAG,
     TEST_SPLIT_WAIVED_TAG,
 )
-from serving.bundle import IDENTITIES, INDEX, PromotionError, snapshot_access, write_bundle
+from serving.bundle import CONFIG, IDENTITIES, INDEX, PromotionError, snapshot_access, write_bundle
+from serving.bundle_compat import RawBundle, upgrade
 
 MODEL_FILE = Path(__file__).with_name("pyfunc_model.py")
 MODEL_NAME = "ragtune"  # the logged model's name inside its run
@@ -94,21 +95,27 @@ def gate_against_alias(client: MlflowClient, run: Run, name: str, alias: str, ma
 
 
 def version_access(name: str, version: ModelVersion) -> IndexAccess:
-    """Who may see what under a registered version: its bundle's access.json, or, for a version promoted before
-    bundles carried one, its snapshot's chunks."""
+    """Who may see what under a registered version: its bundle's access.json, as the current bundle format has
+    it (serving/bundle_compat.py)."""
     bundle = f"models:/{name}/{version.version}/artifacts/bundle"
+
+    def fetched(relative: str) -> Path:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{relative}"))
+
+    def from_snapshot() -> IndexAccess:
+        try:
+            return snapshot_access(fetched(f"{INDEX}/{identities['index_fingerprint']}/chunks.jsonl").parent)
+        except (MlflowException, OSError):
+            raise PromotionError(f"{name} version {version.version} records no access.json and no index chunks: "
+                                 "who may see what under it is unknown; --allow-wider-access promotes anyway") from None
+
+    identities = json.loads(fetched(IDENTITIES).read_text(encoding="utf-8"))
     try:
-        return IndexAccess.read(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{ACCESS_FILE}")))
+        access: IndexAccess | None = IndexAccess.read(fetched(ACCESS_FILE))
     except (MlflowException, OSError):
-        pass
-    identities = json.loads(Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{bundle}/{IDENTITIES}"))
-                            .read_text(encoding="utf-8"))
-    chunks = f"{bundle}/{INDEX}/{identities['index_fingerprint']}/chunks.jsonl"
-    try:
-        return snapshot_access(Path(mlflow.artifacts.download_artifacts(artifact_uri=chunks)).parent)
-    except (MlflowException, OSError):
-        raise PromotionError(f"{name} version {version.version} records no access.json and no index chunks: who "
-                             "may see what under it is unknown; --allow-wider-access promotes anyway") from None
+        access = None
+    raw = RawBundle(bundle, identities, fetched(CONFIG).read_text(encoding="utf-8"), access, from_snapshot)
+    return upgrade(raw).access
 
 
 def widening(client: MlflowClient, name: str, alias: str, candidate: IndexAccess) -> list[str]:

@@ -58,8 +58,8 @@ class ServedPipeline:
             access = IndexAccess.of(metas, access.meta_file if access else None)
         elif access is None:
             raise PromotionError(
-                f"index {indexed.fingerprint} lives on a server and its bundle records no access.json (promoted "
-                f"before ragtune recorded who may see what): promote its run again"
+                f"index {indexed.fingerprint} lives on a server, where who may see what cannot be read back: it "
+                "must be given (a bundle's access.json)"
             )
         return cls(indexed, access)
 

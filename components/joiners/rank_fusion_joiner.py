@@ -32,6 +32,71 @@ def _check_path_keys(name: str, mapping: Mapping[str, Any] | None, paths: list[s
             raise ValueError(f"{name} names unknown path {key!r}; valid paths: {paths}")
 
 
+def _checked_paths(paths: Any) -> list[str]:
+    """The path names as a list: non-empty, unique, and each a socket name the joiner does not use itself."""
+    paths = list(paths) if isinstance(paths, Sequence) and not isinstance(paths, str) else []
+    if not paths:
+        raise ValueError("paths must be a non-empty list of path names")
+    for path in paths:
+        if not isinstance(path, str) or not path.isidentifier():
+            raise ValueError(f"paths: {path!r} is not a valid socket name")
+        if path in RESERVED_SOCKETS:
+            raise ValueError(f"paths: {path!r} is reserved for the joiner's own input; rename the path")
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"paths must be unique, got {paths}")
+    return paths
+
+
+def _check_settings(
+    mode: str,
+    rrf_k: float,
+    unfit_weight: float,
+    agreement_bonus: float,
+    top_k: int | None,
+    confidence: str | None,
+    confidence_strength: float,
+) -> None:
+    """The joiner's scalar settings, each checked against its range so a bad value fails when the pipeline builds."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    if rrf_k <= 0:
+        raise ValueError(f"rrf_k must be > 0, got {rrf_k}")
+    if unfit_weight < 0:
+        raise ValueError(f"unfit_weight must be >= 0, got {unfit_weight}")
+    if agreement_bonus < 0:
+        raise ValueError(f"agreement_bonus must be >= 0, got {agreement_bonus}")
+    if top_k is not None and top_k <= 0:
+        raise ValueError(f"top_k must be None or > 0, got {top_k}")
+    if confidence is not None and confidence not in CONFIDENCE_SIGNALS:
+        raise ValueError(f"confidence must be None or one of {list(CONFIDENCE_SIGNALS)}, got {confidence!r}")
+    if confidence_strength < 0:
+        raise ValueError(f"confidence_strength must be >= 0, got {confidence_strength}")
+
+
+def _check_per_path(
+    paths: list[str],
+    weights: Mapping[str, float] | None,
+    min_scores: Mapping[str, float] | None,
+    path_languages: Mapping[str, list[str]] | None,
+) -> None:
+    """Per-path settings name known paths, weights are >= 0 and languages are ones the joiner detects."""
+    for name, mapping in (
+        ("weights", weights),
+        ("min_scores", min_scores),
+        ("path_languages", path_languages),
+    ):
+        _check_path_keys(name, mapping, paths)
+    for path, weight in (weights or {}).items():
+        if weight < 0:
+            raise ValueError(f"weights[{path!r}] must be >= 0, got {weight}")
+    for path, languages in (path_languages or {}).items():
+        unknown = [language for language in languages if language not in QUERY_LANGUAGES]
+        if unknown:
+            raise ValueError(
+                f"path_languages[{path!r}] has unknown languages {unknown}; valid: {list(QUERY_LANGUAGES)}"
+            )
+
+
 def _rescale(documents: list[Document]) -> list[float]:
     """DocumentJoiner's DBSF rule: (score - (mean - 3 std)) / 6 std. A list whose scores do not vary (one hit, or
     all tied) maps to 0.5, the mean's place, where DocumentJoiner keeps the raw score and so lets one raw BM25 score
@@ -119,46 +184,9 @@ class RankFusionJoiner:
         :param confidence: None, "gap" or "entropy": the per-query confidence signal that scales path weights.
         :param confidence_strength: Exponent (>= 0) of that scaling; 0 keeps the static weights.
         """
-        paths = list(paths) if isinstance(paths, Sequence) and not isinstance(paths, str) else []
-        if not paths:
-            raise ValueError("paths must be a non-empty list of path names")
-        for path in paths:
-            if not isinstance(path, str) or not path.isidentifier():
-                raise ValueError(f"paths: {path!r} is not a valid socket name")
-            if path in RESERVED_SOCKETS:
-                raise ValueError(f"paths: {path!r} is reserved for the joiner's own input; rename the path")
-        if len(set(paths)) != len(paths):
-            raise ValueError(f"paths must be unique, got {paths}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-        if rrf_k <= 0:
-            raise ValueError(f"rrf_k must be > 0, got {rrf_k}")
-        if unfit_weight < 0:
-            raise ValueError(f"unfit_weight must be >= 0, got {unfit_weight}")
-        if agreement_bonus < 0:
-            raise ValueError(f"agreement_bonus must be >= 0, got {agreement_bonus}")
-        if top_k is not None and top_k <= 0:
-            raise ValueError(f"top_k must be None or > 0, got {top_k}")
-        if confidence is not None and confidence not in CONFIDENCE_SIGNALS:
-            raise ValueError(f"confidence must be None or one of {list(CONFIDENCE_SIGNALS)}, got {confidence!r}")
-        if confidence_strength < 0:
-            raise ValueError(f"confidence_strength must be >= 0, got {confidence_strength}")
-        for name, mapping in (
-            ("weights", weights),
-            ("min_scores", min_scores),
-            ("path_languages", path_languages),
-        ):
-            _check_path_keys(name, mapping, paths)
-        for path, weight in (weights or {}).items():
-            if weight < 0:
-                raise ValueError(f"weights[{path!r}] must be >= 0, got {weight}")
-        for path, languages in (path_languages or {}).items():
-            unknown = [language for language in languages if language not in QUERY_LANGUAGES]
-            if unknown:
-                raise ValueError(
-                    f"path_languages[{path!r}] has unknown languages {unknown}; valid: {list(QUERY_LANGUAGES)}"
-                )
-
+        paths = _checked_paths(paths)
+        _check_settings(mode, rrf_k, unfit_weight, agreement_bonus, top_k, confidence, confidence_strength)
+        _check_per_path(paths, weights, min_scores, path_languages)
         self.paths = paths
         self.mode = mode
         self.rrf_k = rrf_k

@@ -15,7 +15,7 @@ from typing import Any
 from haystack import Document
 
 from components.common.text import detect_corpus_language
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from pipelines.errors import UserError
 
 

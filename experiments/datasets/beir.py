@@ -18,7 +18,7 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.settings import BeirDataset
 
 logger = logging.getLogger(__name__)

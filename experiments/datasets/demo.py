@@ -12,7 +12,7 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
-from experiments.datasets.golden import load_golden, locate_evidence
+from experiments.datasets.golden.evidence import load_golden, locate_evidence
 from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
 from experiments.datasets.settings import DemoDataset
 from pipelines.conversion import AUTO_ENCODING

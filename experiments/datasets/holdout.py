@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from components.common.text import detect_language
 from experiments.datasets.base import Dataset, DatasetError, golden_fingerprint, seeded_rank
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.settings import HoldoutSettings
 from experiments.evaluation.report import ci_note
 

@@ -15,7 +15,7 @@ from experiments.datasets.base import (
     resolve_language,
     resolve_path,
 )
-from experiments.datasets.golden import load_golden
+from experiments.datasets.golden.evidence import load_golden
 from experiments.datasets.settings import LocalDataset
 from pipelines.conversion import Conversion, convert_files
 

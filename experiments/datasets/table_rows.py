@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from components.tools.sql_query import SqlQuery
 from experiments.datasets.base import DatasetError
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 
 # Missing rows named in the error, at most.
 _SHOWN = 5

@@ -35,7 +35,8 @@ from tqdm import tqdm
 from components.common.sentences import content_terms
 from components.common.text import detect_language
 from experiments.datasets.base import seeded_rank
-from experiments.datasets.golden import GoldenItem, locate_each
+from experiments.datasets.golden.evidence import locate_each
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.llm_questions import SCHEMA, UNANSWERABLE_SCHEMA, LlmQuestionWriter
 from experiments.datasets.offline_questions import UNANSWERABLE, Draft, drafts
 from experiments.runs.output_dir import check_output_file

@@ -17,7 +17,7 @@ from typing import Any
 from haystack import Document
 from rapidfuzz import fuzz
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.answer_metrics import answer_tokens
 from experiments.evaluation.coroutines import run_coroutine
 from experiments.evaluation.relevance import Judged

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from components.routers.routes import CONVERSATIONAL
 from experiments.comparison.significance import mean_ci
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation import metric_names
 from experiments.evaluation.agent_metrics import agent_failure, agent_summary, tool_choice_scores
 from experiments.evaluation.answer_metrics import Similarity, answer_scores
@@ -131,12 +131,7 @@ def evaluate(
             grading = grading_record(outputs.get(query.grader, {})) if query.grader is not None else {}
             why_agent = agent_failure(answer.meta, item.tools) if answer is not None else None
             grade = grading.get("crag_label")
-            if query.route_component is not None and routed_wrong(item.route, routed):  # no router: no routing layer
-                layer = ROUTING
-            elif conversational:
-                layer = OK
-            else:
-                layer = _first_broken_layer(query, item, judged, layer_scores, index_chunks, settings, grade, why_agent)
+            layer = _first_broken_layer(query, item, routed, judged, layer_scores, index_chunks, settings, grade, why_agent)
             records.append(QuestionRecord(
                 id=item.id,
                 question=item.question,
@@ -152,12 +147,7 @@ def evaluate(
                 extras=grading | ({"judge_errors": judge_errors} if judge_errors else {})
                 | ({"agent_failure": why_agent} if why_agent else {}),
             ))
-    metrics = _summarise(golden, views, latencies, component_ms)
-    metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
-    metrics |= _input_summary(query, golden) | _unlocated_summary(records)
-    metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
-    metrics |= layer_counts([record.layer for record in records])
-    metrics |= _intervals(records, settings.confidence)
+    metrics = _summarise(query, golden, settings, views, latencies, component_ms, records, costs)
     metrics["eval/traced_questions"] = len(traces.trace_ids)
     return Evaluation(metrics, records, time.perf_counter() - start)
 
@@ -231,6 +221,7 @@ def _unlocated_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
 def _first_broken_layer(
     query: BuiltPipeline,
     item: GoldenItem,
+    routed: str | None,
     judged: dict[str, Judged | None],
     scores: dict[str, float],
     index_chunks: Mapping[str, Sequence[Document]] | None,
@@ -238,6 +229,12 @@ def _first_broken_layer(
     grade: str | None,
     why_agent: str | None,
 ) -> str:
+    """A wrong route first (only a pipeline with a router has a routing layer); a question that retrieves nothing
+    by design is OK; else the first layer that lost the evidence or the answer."""
+    if query.route_component is not None and routed_wrong(item.route, routed):
+        return ROUTING
+    if item.route in CONVERSATIONAL:
+        return OK
     indexed = replace(item, rows=())  # table rows are not in the index: only quotes can be split across chunks
     evidence = Evidence(
         index=judge_ranking(_candidate_chunks(item, index_chunks), indexed, settings.min_overlap) if index_chunks else None,
@@ -337,11 +334,16 @@ def _routing(item: GoldenItem, routed: str | None, rewrite: Mapping[str, Any] | 
 
 
 def _summarise(
+    query: BuiltPipeline,
     golden: Sequence[GoldenItem],
+    settings: EvalSettings,
     views: dict[str, list[dict[str, float] | None]],
     latencies: list[float],
     component_ms: dict[str, list[float]],
+    records: Sequence[QuestionRecord],
+    costs: bool,
 ) -> dict[str, float]:
+    """The run's metrics: every view's rank metrics, latencies, layer means, counts and the headline intervals."""
     metrics: dict[str, float] = {}
     for view, per_item in views.items():
         judged = [m for m in per_item if m is not None]
@@ -353,7 +355,11 @@ def _summarise(
     metrics |= latency_percentiles("latency", latencies)
     for component, values in component_ms.items():
         metrics |= latency_percentiles(f"latency/{component}", values)
-    return metrics
+    metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
+    metrics |= _input_summary(query, golden) | _unlocated_summary(records)
+    metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
+    metrics |= layer_counts([record.layer for record in records])
+    return metrics | _intervals(records, settings.confidence)
 
 
 def _layer_summary(records: Sequence[QuestionRecord], has_answer: bool, costs: bool) -> dict[str, float]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.relevance import Judged
 
 METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation import metric_names
 from experiments.evaluation.question_record import QuestionRecord
 

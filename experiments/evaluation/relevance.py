@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from haystack import Document
 
-from experiments.datasets.golden import ROW_ID, GoldenItem
+from experiments.datasets.golden.items import ROW_ID, GoldenItem
 
 
 @dataclass(frozen=True)

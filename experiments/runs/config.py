@@ -19,7 +19,7 @@ from components.joiners.rank_fusion_joiner import MODES
 from experiments.datasets.settings import KINDS as DATASET_KINDS
 from experiments.datasets.settings import dataset_settings
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
-from experiments.runs.model_settings import MODEL_KINDS, models_kind
+from experiments.runs.model_settings import MODEL_KINDS
 from experiments.runs.settings import (
     STORE_KINDS,
     CragSettings,
@@ -129,7 +129,7 @@ def validate(cfg: DictConfig) -> None:
         if key == "dataset":  # typed per kind, with the dataset's own errors
             dataset_settings(cfg.dataset)
         elif record is None:  # typed per kind
-            typed(cfg, key, _record_of_kind(key, _kind(cfg, key)))
+            typed(cfg, key, _record_of_kind(key, str(OmegaConf.select(cfg, f"{key}.kind"))))
         else:
             typed(cfg, key, record)
     ks = list(cfg.eval.ks)
@@ -172,10 +172,6 @@ def validate(cfg: DictConfig) -> None:
     _check_order_is_read(cfg)
     _check_selfcheck(cfg)
     _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
-
-
-def _kind(cfg: DictConfig, key: str) -> str:
-    return models_kind(cfg.models) if key == "models" else str(OmegaConf.select(cfg, f"{key}.kind"))
 
 
 def _record_of_kind(key: str, kind: str) -> type:

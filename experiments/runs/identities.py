@@ -10,29 +10,13 @@ from omegaconf import DictConfig, OmegaConf
 from pipelines.built import BuiltPipeline
 from pipelines.models import generator_identity, model_identity
 from pipelines.run_layout import MODEL_TAG_PREFIX
-from pipelines.spec import ModelSlot
-
-# The slots of a pipeline spec without `model_slots` (a run promoted before specs declared them), as they were.
-LEGACY_MODEL_SLOTS = {
-    "reranker": ModelSlot("reranker", "reranker"),
-    "rewriter": ModelSlot("rewriter", "rewriter"),
-    "router": ModelSlot("router", "router"),
-    "router_llm": ModelSlot("router.llm", "router"),
-    "route_decompose": ModelSlot("router.routes.decompose", "decomposer"),
-    "route_multi_step": ModelSlot("router.routes.multi_step", "planner"),
-}
-
-
-def model_slots(query: BuiltPipeline) -> dict[str, ModelSlot]:
-    """The LLM slots the pipeline spec declares (`model_slots`, pipelines/spec.py)."""
-    return LEGACY_MODEL_SLOTS if query.model_slots is None else query.model_slots
 
 
 def slot_models(cfg: DictConfig, query: BuiltPipeline) -> dict[str, dict[str, Any]]:
     """The model of each LLM slot in this pipeline, with its endpoint's keys when it has one."""
     present = dict(query.pipeline.walk())
     slots = {}
-    for slot, declared in model_slots(query).items():
+    for slot, declared in query.model_slots.items():
         section = OmegaConf.select(cfg, declared.section)
         if isinstance(section, DictConfig) and section.get("model") and declared.component in present:
             slots[slot] = {"model": section.model, **(section.get("endpoint") or {})}

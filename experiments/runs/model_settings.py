@@ -127,11 +127,3 @@ class EndpointModels(ModelsSettings):
 
 
 MODEL_KINDS: dict[str, type[ModelsSettings]] = {"local": LocalModels, "endpoint": EndpointModels}
-
-
-def models_kind(models: Any) -> str:
-    """`models.kind`; a bundle promoted before the key existed is an endpoint's when its generator has a URL."""
-    kind = models.get("kind")
-    if kind is None:
-        return "endpoint" if models.get("generator", {}).get("base_url") else "local"
-    return str(kind)

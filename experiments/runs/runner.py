@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from components.common.pass_through import PassThrough
 from experiments.datasets import Dataset
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
 from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
@@ -33,7 +33,7 @@ from experiments.evaluation.report import ci_note, print_results, print_skipped_
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.evaluation.settings import EvalSettings
 from experiments.runs.config import register_config, typed, validate
-from experiments.runs.identities import identity_tags, model_slots, slot_models
+from experiments.runs.identities import identity_tags, slot_models
 from experiments.runs.indexed import prepare_pipeline
 from experiments.runs.portable import portable_config
 from experiments.runs.sweep import ParentRun, job_tags, override_key_value, short_labels
@@ -174,7 +174,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if query.llm_components:  # an unreachable endpoint fails before indexing
         check_endpoint(cfg.models.generator)
     for slot, model in slot_models(cfg, query).items():
-        check_endpoint(model, key=f"{model_slots(query)[slot].section}.endpoint")
+        check_endpoint(model, key=f"{query.model_slots[slot].section}.endpoint")
     embeddings = _answer_embeddings(cfg, query)
     settings = typed(cfg, "eval", EvalSettings)
     judge = None

@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 from components.routers.routes import CONVERSATIONAL
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.evaluate import pipeline_inputs
 from experiments.evaluation.relevance import judge
 from experiments.runs.config import compose, validate

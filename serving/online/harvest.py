@@ -37,7 +37,8 @@ import mlflow
 from mlflow.entities import Trace
 
 from components.common.sentences import split_sentences, strip_citations, support
-from experiments.datasets.golden import CANDIDATE, GoldenError, GoldenItem, parse_golden_file
+from experiments.datasets.golden.items import CANDIDATE, GoldenError, GoldenItem
+from experiments.datasets.golden.parsing import parse_golden_file
 from experiments.runs.output_dir import check_output_file
 from experiments.runs.tracking import connect
 from pipelines.errors import UserError

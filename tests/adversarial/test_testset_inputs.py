@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from haystack import Document
 
-from experiments.datasets import golden
 from experiments.datasets.base import DatasetError
-from experiments.datasets.golden import GoldenItem, locate_each
+from experiments.datasets.golden import evidence
+from experiments.datasets.golden.evidence import locate_each
+from experiments.datasets.golden.items import GoldenItem
 from experiments.runs.runner import run_job
 from tests.support.cli import as_nobody, last_line, ragtune
 from tests.support.run_py import job_config, write_local_dataset
@@ -208,8 +209,8 @@ def test_locating_evidence_in_a_5_mb_document_walks_it_a_bounded_number_of_times
     assert len(text) > 5_000_000
     quotes = sentences[::35]
     items = [GoldenItem(id=f"q{i}", question="?", evidence=(q.strip(),), source="big.txt") for i, q in enumerate(quotes)]
-    normalise = golden.normalise_whitespace
-    monkeypatch.setattr(golden, "normalise_whitespace", lambda value: WalkedText(normalise(value)))
+    normalise = evidence.normalise_whitespace
+    monkeypatch.setattr(evidence, "normalise_whitespace", lambda value: WalkedText(normalise(value)))
     WalkedText.walked = 0
     located = locate_each(items, [Document(id="big.txt", content=text)])
     assert all(located)
@@ -246,7 +247,7 @@ def test_spans_match_a_straightforward_reference_on_small_documents():
     items = []
     for n in range(300):
         doc = rng.choice(documents)
-        tokens = golden.normalise_whitespace(doc.content).split(" ")
+        tokens = evidence.normalise_whitespace(doc.content).split(" ")
         start = rng.randrange(len(tokens))
         quote = " ".join(tokens[start:start + rng.randint(1, 5)])
         cut = rng.randint(0, min(2, len(quote) - 1))  # quotes may start or end inside a word

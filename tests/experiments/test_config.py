@@ -269,17 +269,17 @@ def test_models_store_and_crag_are_typed_by_the_record_of_their_kind():
         config("models.generator.base_url=http://127.0.0.1:9/v1")  # an endpoint's key on local models
 
 
-def test_a_bundle_config_is_typed_by_its_kind_and_an_old_one_by_its_generator():
+def test_a_bundle_config_is_typed_by_its_kind():
+    """A bundle promoted before models.kind existed gets it from serving/bundle_compat.py as it is read."""
     cfg = OmegaConf.create(OmegaConf.to_container(config()))
     cfg.store.kind = "qdrant"
     with pytest.raises(ConfigError, match=r"config key 'store.kind': unknown kind 'qdrant' \(valid: in_memory, weaviate\)"):
         validate(cfg)
-    old = OmegaConf.create(OmegaConf.to_container(config("models=openai_compatible")))
-    del old.models["kind"]  # promoted before models.kind existed
-    validate(old)
-    old.models.generator.generation.max_tokens = "many"
+    endpoint = OmegaConf.create(OmegaConf.to_container(config("models=openai_compatible")))
+    validate(endpoint)
+    endpoint.models.generator.generation.max_tokens = "many"
     with pytest.raises(ConfigError, match="config key 'models.generator.generation.max_tokens'"):
-        validate(old)
+        validate(endpoint)
 
 
 def test_an_unavailable_model_met_while_typing_fails_with_its_own_line(monkeypatch, tmp_path):

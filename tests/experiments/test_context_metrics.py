@@ -1,7 +1,7 @@
 import pytest
 from haystack import Document
 
-from experiments.datasets.golden import EvidenceSpan, GoldenItem
+from experiments.datasets.golden.items import EvidenceSpan, GoldenItem
 from experiments.evaluation.context_metrics import context_scores, context_tokens, redundancy
 from experiments.evaluation.relevance import Judged
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from experiments.datasets import Dataset, load_dataset
 from experiments.datasets.base import DatasetError, corpus_fingerprint, golden_fingerprint
-from experiments.datasets.golden import GoldenError, GoldenItem
+from experiments.datasets.golden.items import GoldenError, GoldenItem
 from pipelines.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,7 +28,8 @@ import pytest
 from components.common.sentences import content_terms, split_sentences
 from components.common.words import HAN
 from experiments.datasets.demo import DEMO_DIR
-from experiments.datasets.golden import GoldenItem, load_golden
+from experiments.datasets.golden.evidence import load_golden
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.local import load_corpus
 from pipelines.conversion import AUTO_ENCODING
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.datasets.demo import DEMO_DIR, load_demo
-from experiments.datasets.golden import normalise_whitespace as normalise
+from experiments.datasets.golden.items import normalise_whitespace as normalise
 from experiments.datasets.settings import DemoDataset
 
 CORPUS_DIR = DEMO_DIR / "corpus"

@@ -6,7 +6,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.datasets.golden import EvidenceSpan, GoldenItem
+from experiments.datasets.golden.items import EvidenceSpan, GoldenItem
 from experiments.evaluation.evaluate import EvalInputError, evaluate
 from experiments.evaluation.judge import Judge
 from experiments.evaluation.settings import EvalSettings

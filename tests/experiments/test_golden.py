@@ -4,15 +4,9 @@ import random
 import pytest
 from haystack import Document
 
-from experiments.datasets.golden import (
-    EvidenceSpan,
-    GoldenError,
-    GoldenItem,
-    load_golden,
-    locate_evidence,
-    normalise_whitespace,
-    parse_golden,
-)
+from experiments.datasets.golden.evidence import load_golden, locate_evidence
+from experiments.datasets.golden.items import EvidenceSpan, GoldenError, GoldenItem, normalise_whitespace
+from experiments.datasets.golden.parsing import parse_golden
 
 
 def doc(doc_id: str, text: str) -> Document:
@@ -370,7 +364,7 @@ def test_dataset_golden_skips_candidates_unless_included(tmp_path, caplog):
         {"id": "c2", "question": "Leave per year?", "evidence": ["paid annual leave"], "status": "candidate"},
     ])
     settings = {"kind": "local", "corpus_dir": str(corpus), "golden": golden}
-    caplog.set_level("INFO", logger="experiments.datasets.golden")
+    caplog.set_level("INFO", logger="experiments.datasets.golden.evidence")
     reviewed = load_local(dataset_settings(settings))
     assert [item.id for item in reviewed.golden] == ["r"]
     assert [r.getMessage() for r in caplog.records if "candidate" in r.getMessage()] == [

@@ -8,7 +8,7 @@ import pytest
 
 from experiments.datasets import load_dataset
 from experiments.datasets.base import DatasetError
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.holdout import held_out_ids, stratum
 from experiments.runs.config import compose
 

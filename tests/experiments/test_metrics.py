@@ -5,7 +5,7 @@ import pytest
 import pytrec_eval
 from haystack import Document
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.metrics import aggregate, by_category, rank_metrics
 from experiments.evaluation.relevance import Judged, judge
 

@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.query_metrics import key_tokens, query_scores, query_summary
 from tests.support.records import record
 

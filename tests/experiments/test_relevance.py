@@ -1,7 +1,8 @@
 import pytest
 from haystack import Document
 
-from experiments.datasets.golden import EvidenceSpan, GoldenItem, locate_evidence
+from experiments.datasets.golden.evidence import locate_evidence
+from experiments.datasets.golden.items import EvidenceSpan, GoldenItem
 from experiments.evaluation.relevance import Judged, judge, locate
 
 

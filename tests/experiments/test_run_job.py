@@ -6,7 +6,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.datasets.golden import GoldenError
+from experiments.datasets.golden.items import GoldenError
 from experiments.runs.runner import run_job
 from experiments.runs.tracking import TrackingError
 from pipelines.errors import ConfigError

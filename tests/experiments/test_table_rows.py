@@ -1,7 +1,7 @@
 import pytest
 
 from experiments.datasets.base import DatasetError
-from experiments.datasets.golden import GoldenItem
+from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.table_rows import check_table_rows
 
 

@@ -8,7 +8,7 @@ from haystack import Document
 
 from experiments.datasets import load_dataset
 from experiments.datasets.base import DatasetError
-from experiments.datasets.golden import load_golden
+from experiments.datasets.golden.evidence import load_golden
 from experiments.datasets.llm_questions import LlmQuestionWriter
 from experiments.datasets.offline_questions import LOOKUP, NUMERIC, PROCEDURE, UNANSWERABLE, drafts
 from experiments.datasets.testset import generate_testset, golden_lines, main

@@ -13,7 +13,8 @@ import pptx
 import pytest
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.datasets.golden import GoldenError, load_golden
+from experiments.datasets.golden.evidence import load_golden
+from experiments.datasets.golden.items import GoldenError
 from experiments.runs.config import compose
 from pipelines.conversion import convert_files
 from pipelines.index import build_index, ingest_spec

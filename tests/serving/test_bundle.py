@@ -7,7 +7,17 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import ConfigError
-from serving.bundle import IDENTITIES, INDEX, PromotionError, check_identities, read_bundle
+from pipelines.run_layout import ACCESS_FILE
+from serving.bundle import (
+    CONFIG,
+    IDENTITIES,
+    INDEX,
+    PromotionError,
+    check_identities,
+    read_bundle,
+    snapshot_access,
+)
+from serving.bundle_compat import BUNDLE_FORMAT, FORMAT_KEY, current_config
 
 LEGACY_BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "model_promoted_before_serving_package" / "artifacts" / "bundle"
 
@@ -22,13 +32,16 @@ def test_a_model_other_than_the_evaluated_one_is_refused_naming_the_slot():
 
 @pytest.fixture
 def bundle(tmp_path) -> Path:
-    """The fixture bundle with the file list a bundle records since promotion wrote one."""
+    """The fixture bundle as promotion writes one now: its format, the file list, access.json, a current config."""
     folder = tmp_path / "bundle"
     shutil.copytree(LEGACY_BUNDLE, folder)
+    (folder / CONFIG).write_text(current_config((folder / CONFIG).read_text()))
     identities = json.loads((folder / IDENTITIES).read_text())
     index = folder / INDEX / identities["index_fingerprint"]
     identities["index_files"] = {str(f.relative_to(index)): f.stat().st_size for f in index.rglob("*") if f.is_file()}
+    identities[FORMAT_KEY] = BUNDLE_FORMAT
     (folder / IDENTITIES).write_text(json.dumps(identities))
+    snapshot_access(index).write(folder / ACCESS_FILE)
     return folder
 
 

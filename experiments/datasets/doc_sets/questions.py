@@ -31,7 +31,8 @@ def written_items(spec: DocSetSpec, corpus: dict[str, str]) -> list[dict[str, An
     one DocSetError naming every quote it cannot find, or too few items of a kind."""
     from haystack import Document
 
-    from experiments.datasets.golden import GoldenError, load_golden
+    from experiments.datasets.golden.evidence import load_golden
+    from experiments.datasets.golden.items import GoldenError
 
     path = QUESTIONS_DIR / str(spec.questions)
     try:

@@ -122,7 +122,7 @@ def test_failures_become_strict_golden_candidates_with_provenance(harvested):
 
 def test_the_candidates_load_only_when_included_and_their_quotes_are_found_in_the_corpus(harvested, caplog):
     out, _, _ = harvested
-    caplog.set_level("INFO", logger="experiments.datasets.golden")
+    caplog.set_level("INFO", logger="experiments.datasets.golden.evidence")
     reviewed_only = load_demo(DemoDataset(golden=["golden.jsonl", str(out)]))
     assert not [item for item in reviewed_only.golden if item.id.startswith("harvest-")]
     assert [r.getMessage() for r in caplog.records if "candidate" in r.getMessage()] == [
