@@ -172,8 +172,7 @@ def retrieve(
 ) -> SetRun | None:
     """Runs the hybrid pipeline over the set's judgeable questions (or loads the cached result); None = skipped."""
     cfg = compose(["pipeline=hybrid", *overrides, f"paths.cache={cache}"])
-    validate(cfg)
-    prepared = prepare_pipeline(cfg, input_names=None)  # the runner's own dataset, store, index plan and graph
+    prepared = prepare_pipeline(validate(cfg), input_names=None)  # the runner's own dataset, store, index plan and graph
     dataset, fingerprint, index_dir = prepared.dataset, prepared.fingerprint, prepared.index_dir
     if name == "halueval" and halueval == "auto" and not (index_dir / "manifest.json").exists():
         print(

@@ -24,7 +24,7 @@ from benchmarks.common import command, dated_result, given_args, machine_line, r
 from benchmarks.testset_tau import set_overrides
 from experiments.evaluation.evaluate import evaluate
 from experiments.evaluation.settings import EvalSettings
-from experiments.runs.config import compose
+from experiments.runs.config import compose, validate
 from experiments.runs.indexed import prepare_pipeline
 from experiments.tuning.optuna_study import DEV, JobOutcome, run_study
 from experiments.tuning.search_space import search_space
@@ -58,7 +58,7 @@ def run(set_name: str, sampler: str, trials: int, seed: int) -> Curve:
     def launch(batch: list[list[str]], first: int) -> list[JobOutcome]:
         outcomes = []
         for number, overrides in enumerate(batch, start=first):
-            prepared = prepare_pipeline(compose([*set_overrides(set_name), DEV, *overrides]))  # dev part only
+            prepared = prepare_pipeline(validate(compose([*set_overrides(set_name), DEV, *overrides])))  # dev part only
             index = prepared.index()
             prepared.warm_up()
             result = evaluate(prepared.query, prepared.dataset.golden, settings, progress=False)

@@ -42,7 +42,7 @@ from experiments.datasets.llm_questions import LlmQuestionWriter
 from experiments.datasets.testset import GENERATORS, generate_testset, llm_writer
 from experiments.evaluation.evaluate import evaluate
 from experiments.evaluation.settings import EvalSettings
-from experiments.runs.config import compose
+from experiments.runs.config import compose, validate
 from experiments.runs.indexed import prepare_pipeline
 from pipelines.models import generator_identity
 
@@ -110,7 +110,7 @@ def measure(name: str, size: int, seed: int, writer: LlmQuestionWriter | None) -
     drafts = ""
     scores = {}
     for label, overrides in CONFIGS.items():
-        prepared = prepare_pipeline(compose([*set_overrides(name), *overrides]))
+        prepared = prepare_pipeline(validate(compose([*set_overrides(name), *overrides])))
         if not human:
             generated, drafts = generated_questions(prepared.dataset.documents, size, seed, writer)
             human = [item for item in prepared.dataset.golden if item.answerable]

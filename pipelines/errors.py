@@ -13,3 +13,9 @@ class UserError(Exception):
 
 class ConfigError(UserError, ValueError):
     """A config value that cannot work; the message names the key."""
+
+
+def require(ok: bool, key: str, message: str) -> None:
+    """A config record's own check: the error names the full config key."""
+    if not ok:
+        raise ConfigError(f"config key '{key}': {message}")

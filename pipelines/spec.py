@@ -31,7 +31,8 @@ Every error names the spec key at fault. pipelines/builder.py builds the desugar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -72,6 +73,35 @@ GOLDEN_INPUTS = ("question", "history", "filters")
 NONE_VALUES = {None, "none", "None", "null"}
 
 
+@dataclass
+class PipelineSpec:
+    """The `pipeline` config group as a record: what each key holds is described at the top of this module. The
+    builder desugars `to_mapping()`, so a spec written by hand (a test's, a subpipeline) builds the same way."""
+
+    name: str | None = None
+    description: str | None = None
+    components: dict[str, Any] = field(default_factory=dict)
+    connections: Any = None
+    inputs: Any = None
+    retrieval_output: str | None = None
+    context_output: str | None = None
+    answer: Any = None
+    answer_output: str | None = None
+    views: dict[str, str] | None = None
+    route: str | None = None
+    grader: str | None = None
+    answer_branches: Any = None
+    question_from: str | None = None
+    queries_from: Any = None
+    max_runs_per_component: int = 100
+    model_slots: Any = None
+    subpipelines: Any = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The keys that are set, as the builder reads them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
 class PipelineConfigError(UserError, ValueError):
     """A pipeline spec that cannot be built; the message names the key at fault."""
 
@@ -95,13 +125,29 @@ class Socket:
         return f"{self.component}.{self.name}"
 
 
-def to_container(spec: DictConfig | Mapping[str, Any], key: str) -> dict[str, Any]:
+def to_container(spec: PipelineSpec | DictConfig | Mapping[str, Any], key: str) -> dict[str, Any]:
+    """Plain data, choices (a config record's Enums) as their strings: components and their to_dict see no Enum."""
+    if isinstance(spec, PipelineSpec):
+        return plain(spec.to_mapping())
     if isinstance(spec, DictConfig | ListConfig):
         try:
-            return OmegaConf.to_container(spec, resolve=True)  # type: ignore[return-value]
+            return OmegaConf.to_container(spec, resolve=True, enum_to_str=True)  # type: ignore[return-value]
         except Exception as e:  # interpolation and resolver errors already name the full key
             raise PipelineConfigError(f"{key}: {e}") from e
-    return dict(spec)
+    return plain(dict(spec))
+
+
+def plain(value: Any) -> Any:
+    """`value` with every Enum replaced by its value, in nested dicts and lists too."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    return value
 
 
 def is_none(cfg: Any) -> bool:

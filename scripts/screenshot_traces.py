@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import ClientConnection, connect
 
+from experiments.runs.config import validate
 from pipelines.errors import UserError
 from pipelines.run_layout import TRACE_TENANT_TAG
 
@@ -111,7 +112,7 @@ def serve_and_rate(cache: Path) -> tuple[str, str]:
     from serving.settings import ServeSettings, TraceSettings
 
     cfg = compose(["pipeline=bm25", "answer=extractive", "+pipeline.answer=${answer.stage}", f"paths.cache={cache}"])
-    pipeline = ServedPipeline.warm(prepare_pipeline(cfg))
+    pipeline = ServedPipeline.warm(prepare_pipeline(validate(cfg)))
     traces = Traces.for_model(TraceSettings(content="full", sample=1.0), MODEL_URI, None)
     keys = read_api_keys(ROOT / "data/demo/api_keys.yaml")
     api = TestClient(create_app(ServerState(pipeline, MODEL_URI, traces), bearer(keys.get), ServeSettings()))

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import PROJECT_DIR, register_config, validate
 from experiments.runs.portable import project_files, relocated
+from experiments.runs.run_settings import RunSettings
 from pipelines.access import IndexAccess, file_digest
 from pipelines.errors import ConfigError, UserError
 from pipelines.index.snapshot import LAST_USED, MANIFEST, DamagedIndexError, read_chunks
@@ -60,11 +61,11 @@ class PromotionError(UserError):
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle read back and checked: its config (paths relocated into the bundle), the recorded identities, the
+    """A bundle read back and checked: its settings (paths relocated into the bundle), the recorded identities, the
     index snapshot folder, and who may see which document."""
 
     folder: Path
-    cfg: DictConfig
+    settings: RunSettings
     models: dict[str, str]
     index: Path
     access: IndexAccess
@@ -132,14 +133,13 @@ def read_bundle(folder: Path) -> Bundle:
     index = folder / INDEX / identities["index_fingerprint"]
     access = IndexAccess.read(folder / ACCESS_FILE) if (folder / ACCESS_FILE).is_file() else None
     bundle = upgrade(RawBundle(f"bundle {folder}", identities, portable, access, lambda: snapshot_access(index)))
-    cfg = relocated(bundle.config, folder / FILES)
-    validate(cfg)
+    settings = validate(relocated(bundle.config, folder / FILES))
     for relative, size in bundle.identities["index_files"].items():
         file = index / relative
         if not file.is_file() or file.stat().st_size != size:
             state = "is missing" if not file.is_file() else f"has {file.stat().st_size} bytes, not {size}"
             raise PromotionError(f"bundle {folder} is damaged: {file.relative_to(folder)} {state}")
-    return Bundle(folder, cfg, bundle.identities["models"], index, bundle.access)
+    return Bundle(folder, settings, bundle.identities["models"], index, bundle.access)
 
 
 def snapshot_access(index: Path, meta_file: str | None = None) -> IndexAccess:

@@ -40,7 +40,7 @@ class ServedPipeline:
     @classmethod
     def load(cls, folder: Path) -> ServedPipeline:
         bundle = read_bundle(folder)
-        indexed = prepare_pipeline(bundle.cfg, snapshot=bundle.index)
+        indexed = prepare_pipeline(bundle.settings, snapshot=bundle.index)
         check_identities(bundle.models, indexed.models)
         try:
             return cls.warm(indexed, bundle.access)

@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig
 
 from experiments.runs.config import compose, typed
-from experiments.runs.settings import MlflowSettings
-from pipelines.errors import ConfigError
+from experiments.runs.settings import MlflowSettings, choices
+from pipelines.errors import ConfigError, require
 
 # `mlflow models serve` runs the pyfunc model with no arguments: its serve.* overrides come from here.
 SERVE_ENV = "RAGTUNE_SERVE"
-# serve.anonymous: what a request without credentials gets.
-ANONYMOUS = ("refuse", "public")
-# serve.trace.content: what traces keep of the texts.
-TRACE_CONTENT = ("full", "redacted", "none")
 
+Auth = choices("Auth", ("api_keys", "jwt", "header"))
+Anonymous = choices("Anonymous", ("refuse", "public"))
+TraceContent = choices("TraceContent", ("full", "redacted", "none"))
 
 @dataclass
 class JwtSettings:
@@ -53,11 +52,16 @@ class TraceSettings:
     sample: float = 0.1
     # What the spans hold of questions, passages, answers and feedback comments: full, redacted (each text replaced
     # by its sha256 and length) or none (no inputs or outputs at all).
-    content: str = "redacted"
+    content: TraceContent = TraceContent.redacted
     # `ragtune traces prune` (from cron) deletes the served model's traces older than this many days.
     retention_days: int = 30
     # Traces (and feedback) waiting for the store; more are dropped and counted (/healthz: traces.dropped).
     queue_size: int = 1000
+
+    def check(self) -> None:
+        require(0.0 <= self.sample <= 1.0, "serve.trace.sample", f"must be between 0 and 1, got {self.sample}")
+        require(self.retention_days >= 1, "serve.trace.retention_days", "must be at least 1")
+        require(self.queue_size >= 1, "serve.trace.queue_size", "must be at least 1")
 
 
 @dataclass
@@ -71,7 +75,7 @@ class ServeSettings:
     # api_keys: `Authorization: Bearer KEY`, looked up in api_keys_file; jwt: `Authorization: Bearer TOKEN`, a signed
     # token whose claims carry the tenant and groups; header: X-Tenant and X-Groups set by a proxy in front (refused
     # unless host is loopback or trust_proxy is true). No principal, or an unknown one: 401.
-    auth: str = "api_keys"
+    auth: Auth = Auth.api_keys
     # YAML: KEY: {tenant: acme, groups: [hr]}, e.g. data/demo/api_keys.yaml for the demo's tenants; `admin: true` on
     # a key lets it read GET /metrics from off loopback (it still sees only its own tenant's documents).
     api_keys_file: str | None = None
@@ -79,7 +83,7 @@ class ServeSettings:
     # auth=header from a host other than loopback: true says a proxy that sets the headers is in front.
     trust_proxy: bool = False
     # A request without credentials: refuse (401), or public (answered from public documents only).
-    anonymous: str = "refuse"
+    anonymous: Anonymous = Anonymous.refuse
     # Metadata fields a client may filter on; null: any `meta.*` field.
     filter_fields: list[str] | None = None
     # A larger request body gets 413 before it is parsed.
@@ -112,6 +116,14 @@ class ServeSettings:
     # Changing the salt reshuffles which users see which variant.
     variant_salt: str = "ragtune"
 
+    def check(self) -> None:
+        weights = self.variants
+        require(all(weight >= 0 for weight in weights.values()) and (not weights or sum(weights.values()) > 0),
+                "serve.variants", f"weights must be >= 0 with a positive sum, got {dict(weights)}")
+        require(self.shadow is None or self.shadow not in weights, "serve.shadow",
+                f"{self.shadow!r} is also in serve.variants; a variant either answers its users or shadows, not both")
+        require(self.shadow_concurrency >= 1, "serve.shadow_concurrency", "must be at least 1")
+
 
 # Keys under which a user names the entries (a mapping with no fixed keys).
 OPEN_KEYS = ("serve.variants.",)
@@ -128,31 +140,10 @@ def compose_serve(overrides: Sequence[str]) -> DictConfig:
 
 def serve_settings(cfg: DictConfig) -> ServeSettings:
     settings = typed(cfg, "serve", ServeSettings)
-    if settings.anonymous not in ANONYMOUS:
-        raise ConfigError(f"config key 'serve.anonymous': must be one of {list(ANONYMOUS)}, got {settings.anonymous!r}")
-    trace = settings.trace
-    if trace.content not in TRACE_CONTENT:
-        raise ConfigError(f"config key 'serve.trace.content': must be one of {list(TRACE_CONTENT)}, got {trace.content!r}")
-    if not 0.0 <= trace.sample <= 1.0:
-        raise ConfigError(f"config key 'serve.trace.sample': must be between 0 and 1, got {trace.sample}")
-    if trace.retention_days < 1 or trace.queue_size < 1:
-        raise ConfigError("config keys 'serve.trace.retention_days' / 'serve.trace.queue_size': must be at least 1")
-    _check_variants(settings)
     if settings.autolog:  # an older config: its traces stay where they went, every request fully traced
-        trace.sample = 1.0
+        settings.trace.sample = 1.0
         settings.trace_experiment = settings.trace_experiment or "ragtune-serve"
     return settings
-
-
-def _check_variants(settings: ServeSettings) -> None:
-    weights = settings.variants
-    if any(not weight >= 0 for weight in weights.values()) or (weights and sum(weights.values()) <= 0):
-        raise ConfigError(f"config key 'serve.variants': weights must be >= 0 with a positive sum, got {dict(weights)}")
-    if settings.shadow is not None and settings.shadow in weights:
-        raise ConfigError(f"config key 'serve.shadow': {settings.shadow!r} is also in serve.variants; a variant either "
-                          "answers its users or shadows, not both")
-    if settings.shadow_concurrency < 1:
-        raise ConfigError("config key 'serve.shadow_concurrency': must be at least 1")
 
 
 def env_config() -> DictConfig:

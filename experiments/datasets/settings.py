@@ -165,6 +165,8 @@ KINDS: dict[str, type[DatasetSettings]] = {
 
 def dataset_settings(config: Any) -> DatasetSettings:
     """A dataset config (Hydra's, or a mapping written by hand) as the record of its `kind`."""
+    if isinstance(config, DatasetSettings):
+        return config
     values = OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else dict(config)
     kind = values.get("kind")
     if kind not in KINDS:

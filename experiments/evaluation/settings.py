@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.errors import require
+
 
 @dataclass
 class JudgeSettings:
@@ -45,3 +47,11 @@ class EvalSettings:
     trace_full: bool = False
     # An LLM judge (eval/judge=openai_compatible); null: none.
     judge: JudgeSettings | None = None
+
+    def check(self) -> None:
+        require(bool(self.ks) and all(k > 0 for k in self.ks), "eval.ks", f"must be positive integers, got {self.ks}")
+        require(0 < self.min_overlap <= 1, "eval.min_overlap", "must be in (0, 1]")
+        require(0 <= self.pass_f1 <= 1, "eval.pass_f1", "must be in [0, 1]")
+        require(0 < self.redundancy_threshold <= 1, "eval.redundancy_threshold", "must be in (0, 1]")
+        require(0 < self.confidence < 1, "eval.confidence", "must be in (0, 1)")
+        require(self.trace_sample >= 0, "eval.trace_sample", "must be >= 0 (0 turns tracing off)")

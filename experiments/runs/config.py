@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -9,35 +10,35 @@ import sys
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from components.joiners.rank_fusion_joiner import MODES
 from experiments.datasets.settings import KINDS as DATASET_KINDS
 from experiments.datasets.settings import dataset_settings
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
 from experiments.runs.model_settings import MODEL_KINDS
+from experiments.runs.run_settings import RunSettings
 from experiments.runs.settings import (
     STORE_KINDS,
     CragSettings,
+    FusionSettings,
     IngestSettings,
     MlflowSettings,
     RetrieverSettings,
     SelfCheckSettings,
 )
 from pipelines.errors import ConfigError, UserError
-from pipelines.fusion_fit import KINDS as FIT_KINDS
 from pipelines.models import resolve_model
+from pipelines.spec import PipelineSpec
 
 T = TypeVar("T")
 
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CONF_DIR = PROJECT_DIR / "conf"
-CRAG_ACTIONS = ("refuse", "search")
 CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())
 # Top-level keys a user may add with `+key=...` although no file declares them.
 OPTIONAL_SECTIONS = frozenset({"compare"})
@@ -100,15 +101,27 @@ def register_schemas(sections: Mapping[str, type] = SECTION_SCHEMAS) -> None:
 
 def typed(cfg: DictConfig, key: str, schema: type[T]) -> T:
     """`cfg.<key>` as its record, also for a config Hydra did not compose (a promoted bundle's); a wrong value
-    fails naming its key."""
+    fails naming its key, and so does a value the record's own `check()` refuses."""
     try:
         values = OmegaConf.to_container(OmegaConf.select(cfg, key, throw_on_missing=True), resolve=True)
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))  # type: ignore[return-value]
+        record = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
     except OmegaConfBaseException as e:
         if (cause := _user_error_behind(e)) is not None:  # a resolver's own one-line error (an unavailable model)
             raise cause from None
         full_key = e.full_key if str(e.full_key).startswith(f"{key}.") else f"{key}.{e.full_key}".rstrip(".")
         raise ConfigError(f"config key '{full_key}': {str(e.msg).splitlines()[0]}") from None
+    _check(record)
+    return record  # type: ignore[return-value]
+
+
+def _check(record: Any) -> None:
+    """Runs `check()` on a record and on every record inside it, innermost first."""
+    if not dataclasses.is_dataclass(record):
+        return
+    for item in dataclasses.fields(record):
+        _check(getattr(record, item.name))
+    if callable(check := getattr(record, "check", None)):
+        check()
 
 
 def _user_error_behind(error: BaseException) -> UserError | None:
@@ -117,61 +130,48 @@ def _user_error_behind(error: BaseException) -> UserError | None:
     return error
 
 
-def validate(cfg: DictConfig) -> None:
-    """Type-checks the plain sections against their schemas and cross-checks values."""
+def validate(cfg: DictConfig) -> RunSettings:
+    """The run's settings, every section typed by its record (which checks its own values), then cross-checked."""
     _check_top_level_keys(cfg)
-    sections = {group.replace("/", "."): records.get("schema") for group, records in GROUP_SCHEMAS.items()}
+    records: dict[str, Any] = {}
+    sections = {group.replace("/", "."): group_records.get("schema") for group, group_records in GROUP_SCHEMAS.items()}
     for key, record in (sections | SECTION_SCHEMAS).items():
+        if key == "eval.judge":  # part of eval's record, none unless chosen
+            continue
         if OmegaConf.select(cfg, key) is None:
-            if key == "eval.judge":  # none unless chosen
-                continue
             raise ConfigError(f"config section '{key}' is missing")
         if key == "dataset":  # typed per kind, with the dataset's own errors
-            dataset_settings(cfg.dataset)
+            records[key] = dataset_settings(cfg.dataset)
         elif record is None:  # typed per kind
-            typed(cfg, key, _record_of_kind(key, str(OmegaConf.select(cfg, f"{key}.kind"))))
+            records[key] = typed(cfg, key, _record_of_kind(key, str(OmegaConf.select(cfg, f"{key}.kind"))))
         else:
-            typed(cfg, key, record)
-    ks = list(cfg.eval.ks)
-    _require(bool(ks) and all(k > 0 for k in ks), "eval.ks", f"must be positive integers, got {ks}")
-    _require(0 < cfg.eval.min_overlap <= 1, "eval.min_overlap", "must be in (0, 1]")
-    _require(0 <= cfg.eval.pass_f1 <= 1, "eval.pass_f1", "must be in [0, 1]")
-    _require(0 < cfg.eval.redundancy_threshold <= 1, "eval.redundancy_threshold", "must be in (0, 1]")
-    _require(0 < cfg.eval.confidence < 1, "eval.confidence", "must be in (0, 1)")
-    _require(cfg.eval.trace_sample >= 0, "eval.trace_sample", "must be >= 0 (0 turns tracing off)")
-    _require(cfg.retriever.top_k > 0, "retriever.top_k", "must be > 0")
-    _require(cfg.retriever.candidates > 0, "retriever.candidates", "must be > 0")
-    _require(cfg.retriever.fusion.mode in MODES, "retriever.fusion.mode", f"must be one of {sorted(MODES)}")
-    _require(cfg.retriever.fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
-    _require(cfg.retriever.fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
-    _require(cfg.retriever.fusion.get("fit") in (None, "auto"), "retriever.fusion.fit", "must be null or auto")
-    _require(cfg.retriever.fusion.get("fit_queries", "sentence") in FIT_KINDS, "retriever.fusion.fit_queries",
-             f"must be one of {list(FIT_KINDS)}")
-    _require(cfg.ingest.chunk_size > 0, "ingest.chunk_size", "must be > 0")
-    action = cfg.crag.incorrect_action  # read inside a router template, where a typo would silently mean "refuse"
-    _require(action in CRAG_ACTIONS, "crag.incorrect_action", f"must be one of {list(CRAG_ACTIONS)}, got {action!r}")
-    _require(
-        0 <= cfg.ingest.chunk_overlap < cfg.ingest.chunk_size,
-        "ingest.chunk_overlap",
-        f"must be >= 0 and < ingest.chunk_size ({cfg.ingest.chunk_size})",
-    )
-    _require(bool(cfg.ingest.chain), "ingest.chain", "must name at least one splitter")
-    missing = [name for name in cfg.ingest.chain if name not in cfg.ingest.splitters]
-    _require(not missing, "ingest.chain", f"names splitters {missing} not defined under ingest.splitters")
-    _require(
-        isinstance(cfg.get("objective"), str) and "/" in cfg.objective,
-        "objective",
-        f"must name a logged metric such as retrieval/mrr_at_10, got {cfg.get('objective')!r}",
-    )
-    cutoff = re.search(r"_at_(\d+)$", cfg.objective)
-    _require(
-        cutoff is None or int(cutoff[1]) in ks,
-        "objective",
-        f"{cfg.objective} is logged only when eval.ks holds {cutoff[1] if cutoff else ''}; eval.ks is {ks}",
+            records[key] = typed(cfg, key, record)
+    records["pipeline"] = typed(cfg, "pipeline", PipelineSpec)
+    settings = RunSettings(
+        **records,
+        objective=_objective(cfg.get("objective"), records["eval"].ks),
+        cache=Path(str(cfg.paths.cache)),
+        config=cfg,
     )
     _check_order_is_read(cfg)
-    _check_selfcheck(cfg)
-    _warn_ks_beyond_depth(ks, cfg.retriever.top_k)
+    _check_selfcheck(settings)
+    _check_fusion(settings.retriever.fusion)
+    _warn_ks_beyond_depth(settings.eval.ks, settings.retriever.top_k)
+    return settings
+
+
+def _objective(objective: Any, ks: list[int]) -> str:
+    _require(isinstance(objective, str) and "/" in objective, "objective",
+             f"must name a logged metric such as retrieval/mrr_at_10, got {objective!r}")
+    cutoff = re.search(r"_at_(\d+)$", objective)
+    _require(cutoff is None or int(cutoff[1]) in ks, "objective",
+             f"{objective} is logged only when eval.ks holds {cutoff[1] if cutoff else ''}; eval.ks is {ks}")
+    return objective
+
+
+def _check_fusion(fusion: FusionSettings) -> None:
+    _require(fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
+    _require(fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
 
 
 def _record_of_kind(key: str, kind: str) -> type:
@@ -182,9 +182,8 @@ def _record_of_kind(key: str, kind: str) -> type:
     return records[f"schema_{kind}"]
 
 
-def _answer_stage_has(cfg: DictConfig, component: str) -> bool:
-    stage = cfg.pipeline.get("answer")
-    components = stage.get("components") if isinstance(stage, DictConfig) else None
+def _answer_stage_has(stage: Any, component: str) -> bool:
+    components = stage.get("components") if isinstance(stage, Mapping) else None
     return components is not None and component in components
 
 
@@ -193,26 +192,25 @@ def _check_order_is_read(cfg: DictConfig) -> None:
     if cfg.get("order") is None or cfg.order.get("_target_") == "none":
         return
     _require(
-        _answer_stage_has(cfg, "order"),
+        _answer_stage_has(OmegaConf.select(cfg, "pipeline.answer"), "order"),
         "order",
         "only the llm answer stage reads it (answer=llm); span and extractive answers weigh each chunk by its "
         "rank, and a retrieval-only pipeline has no prompt; drop it or set answer=llm",
     )
 
 
-def _check_selfcheck(cfg: DictConfig) -> None:
+def _check_selfcheck(settings: RunSettings) -> None:
     """Retries need a generator to retry and a loop bound above them; quoting answerers have neither."""
-    retries = cfg.get("selfcheck", {}).get("max_retries", 0)
-    _require(isinstance(retries, int) and retries >= 0, "selfcheck.max_retries", f"must be an integer >= 0, got {retries!r}")
+    retries = settings.selfcheck.max_retries
     if retries == 0:
         return
     _require(
-        _answer_stage_has(cfg, "selfcheck"),
+        _answer_stage_has(settings.pipeline.answer, "selfcheck"),
         "selfcheck.max_retries",
         "only the llm answer stage retries (answer=llm); span and extractive answers quote the context, so "
         "their sentences are always supported, and a retrieval-only pipeline has no answer",
     )
-    bound = cfg.pipeline.get("max_runs_per_component", 100)
+    bound = settings.pipeline.max_runs_per_component
     _require(
         retries < bound,
         "selfcheck.max_retries",

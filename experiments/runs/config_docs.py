@@ -14,6 +14,7 @@ import json
 import textwrap
 import typing
 from collections.abc import Iterator, Mapping
+from enum import Enum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,19 @@ def _fields(prefix: str, record: type) -> Iterator[tuple[str, str, Any, str]]:
         if dataclasses.is_dataclass(default):
             yield from _fields(key, type(default))
             continue
-        yield key, str(item.type), default, comments.get(item.name, "")
+        yield key, _type_name(hints[item.name], str(item.type)), default, comments.get(item.name, "")
         optional = [t for t in typing.get_args(hints[item.name]) if dataclasses.is_dataclass(t)]
         if default is None and optional:  # a section that is off by default: its keys when it is set
             yield from _fields(key, optional[0])
+
+
+def _type_name(hint: Any, written: str) -> str:
+    """A choice (an Enum) reads as its values, `a | b` (`| null` when optional); any other type as written."""
+    args = typing.get_args(hint) or (hint,)
+    choices = [t for t in args if isinstance(t, type) and issubclass(t, Enum)]
+    if not choices:
+        return written
+    return " | ".join([*(str(member.value) for member in choices[0]), *(["null"] if type(None) in args else [])])
 
 
 @cache

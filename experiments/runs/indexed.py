@@ -6,6 +6,7 @@ everything that can fail cheaply (models resolved, the graph built and checked) 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,11 +15,13 @@ from typing import Any
 
 from haystack import Pipeline
 from haystack.document_stores.types import DocumentStore
-from omegaconf import DictConfig, OmegaConf
 
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
 from experiments.datasets import Dataset, load_dataset
 from experiments.runs.identities import model_identities
+from experiments.runs.model_settings import EmbedderSettings
+from experiments.runs.run_settings import RunSettings
+from experiments.runs.settings import FusionFitMode, StoreSettings, WeaviateStore
 from pipelines.builder import build_pipeline, reads_embeddings
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
@@ -120,47 +123,48 @@ class IndexedPipeline:
 
 
 def prepare_pipeline(
-    cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
+    settings: RunSettings, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
 ) -> IndexedPipeline:
     """The dataset, an empty store and the built query pipeline; an unavailable model fails here, before any work.
 
     With `snapshot` (a promoted run's index folder, named by its fingerprint) no dataset is read: the index is
     the snapshot, whatever the corpus has become since."""
-    embedder = model_identity(cfg.models.embedder.model)
-    check_embedders_match(cfg)
-    update = bool(cfg.ingest["update"])  # not `.update`: on a DictConfig that is the dict method, always truthy
-    backend = index_backend(cfg.store, update)
+    embedder_settings = settings.models.embedder
+    embedder = model_identity(embedder_settings.model)
+    check_embedders_match(embedder_settings)
+    update = settings.ingest.update
+    backend = index_backend(settings.store, update)
     dataset, spec, lineage = None, None, None
     if snapshot is None:
-        dataset = load_dataset(cfg.dataset, Path(cfg.paths.cache))
-        embeds = reads_embeddings(cfg.pipeline)  # a BM25-only pipeline indexes no vectors
-        spec = ingest_spec(cfg.ingest, cfg.models.embedder.document if embeds else None)
+        dataset = load_dataset(settings.dataset, settings.cache)
+        embeds = reads_embeddings(settings.pipeline)  # a BM25-only pipeline indexes no vectors
+        spec = ingest_spec(settings.ingest, embedder_settings.document if embeds else None)
         store_id = backend.identity(dataset.language)
         fingerprint = index_fingerprint(dataset.corpus_fingerprint, spec, embedder, store_id)
         lineage = index_fingerprint(None, spec, embedder, store_id)
-        cache_dir = Path(cfg.ingest.cache_dir)
+        cache_dir = Path(settings.ingest.cache_dir)
     else:
         fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
     store: DocumentStore = instantiate_component(
-        {k: v for k, v in OmegaConf.to_container(cfg.store, resolve=True).items() if k != "kind"},
+        {k: v for k, v in dataclasses.asdict(settings.store).items() if k != "kind"},
         "store",
         # A promoted run's collection exists already: the language would only shape a new one's schema.
         {"fingerprint": fingerprint, "language": dataset.language if dataset else "mixed"},
     )
     resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
-    query = build_pipeline(cfg.pipeline, resources, input_names=input_names)
-    models = model_identities(cfg, query, embedder)
-    fusion = OmegaConf.select(cfg, "retriever.fusion")
-    fit = str(fusion.get("fit_queries", "sentence")) if fusion is not None and fusion.get("fit") == "auto" else None
+    query = build_pipeline(settings.pipeline, resources, input_names=input_names)
+    models = model_identities(settings, query, embedder)
+    fusion = settings.retriever.fusion
+    fit = str(fusion.fit_queries) if fusion.fit == FusionFitMode.auto else None
     return IndexedPipeline(
         dataset, store, spec, fingerprint, cache_dir, query, models, backend, lineage, update, fit
     )
 
 
-def index_backend(store: DictConfig, update: bool) -> IndexBackend:
+def index_backend(store: StoreSettings, update: bool) -> IndexBackend:
     """Where `store.kind` keeps the index; what it cannot do (`ingest.update` on a server) fails here, before any
     work."""
-    if store.kind == "weaviate":
+    if isinstance(store, WeaviateStore):
         check_collection_options(update)
         return WeaviateCollections(store.tokenization)
     return LocalSnapshots(str(store.kind))
@@ -178,10 +182,10 @@ def snapshot_fingerprint(snapshot: Path) -> str:
 
 
 def load_indexed_pipeline(
-    cfg: DictConfig, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
+    settings: RunSettings, input_names: Sequence[str] | None = GOLDEN_INPUTS, snapshot: Path | None = None
 ) -> IndexedPipeline:
     """Prepared, indexed (or filled from `snapshot`) and warmed up: ready to answer."""
-    indexed = prepare_pipeline(cfg, input_names, snapshot)
+    indexed = prepare_pipeline(settings, input_names, snapshot)
     indexed.index()
     indexed.warm_up()
     return indexed
@@ -195,11 +199,11 @@ def load_logged_pipeline(text: str, extra_modules: Sequence[str] = ()) -> Pipeli
     return Pipeline.loads(text, allowed_modules=[*PROJECT_MODULES, *extra_modules])
 
 
-def check_embedders_match(cfg: DictConfig) -> None:
+def check_embedders_match(embedder: EmbedderSettings) -> None:
     """Index and query vectors must come from the model the run records (models.embedder.model)."""
-    expected = resolve_model(cfg.models.embedder.model)
+    expected = resolve_model(embedder.model)
     for side in ("document", "text"):
-        if str(cfg.models.embedder[side].model) != expected:
+        if str(getattr(embedder, side)["model"]) != expected:
             raise ConfigError(
                 f"config key 'models.embedder.{side}.model': must be the model named by models.embedder.model "
                 f"(${{model_path:${{models.embedder.model}}}}); set models.embedder.model instead"

@@ -31,11 +31,12 @@ from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_i
 from experiments.evaluation.judge import openai_compatible_judge
 from experiments.evaluation.report import ci_note, print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
-from experiments.evaluation.settings import EvalSettings
-from experiments.runs.config import register_config, typed, validate
+from experiments.runs.config import register_config, validate
 from experiments.runs.identities import identity_tags, slot_models
 from experiments.runs.indexed import prepare_pipeline
+from experiments.runs.model_settings import EmbedderSettings
 from experiments.runs.portable import portable_config
+from experiments.runs.run_settings import RunSettings
 from experiments.runs.sweep import ParentRun, job_tags, override_key_value, short_labels
 from experiments.runs.tracking import (
     connect,
@@ -151,12 +152,12 @@ def run_job(
         tags=tags,
     ) as run:
         try:
-            validate(cfg)
+            settings = validate(cfg)
             log_config_params(run.info.run_id, cfg)
             mlflow.log_text(OmegaConf.to_yaml(cfg, resolve=True), CONFIG_ARTIFACT)
             mlflow.log_text(portable_config(cfg), PORTABLE_CONFIG)  # what promotion ships
-            metrics = _run(cfg, job_dir, run.info.run_id, experiment)
-            score = objective(metrics, cfg.objective)
+            metrics = _run(settings, job_dir, run.info.run_id, experiment)
+            score = objective(metrics, settings.objective)
         except BaseException as e:
             mlflow.set_tag(ERROR_TAG, f"{type(e).__name__}: {e}"[:5000])
             mlflow.log_text(traceback.format_exc(), ERROR_ARTIFACT)
@@ -166,17 +167,17 @@ def run_job(
     return JobResult(run.info.run_id, experiment, metrics, score)
 
 
-def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
-    prepared = prepare_pipeline(cfg)  # an unavailable model or a broken graph fails before any work
+def _run(run: RunSettings, job_dir: Path, run_id: str, experiment: str) -> dict[str, float]:
+    prepared = prepare_pipeline(run)  # an unavailable model or a broken graph fails before any work
     dataset, store, query = prepared.dataset, prepared.store, prepared.query
     mlflow.log_text(query.pipeline.dumps(), PIPELINE_ARTIFACT)
 
     if query.llm_components:  # an unreachable endpoint fails before indexing
-        check_endpoint(cfg.models.generator)
-    for slot, model in slot_models(cfg, query).items():
+        check_endpoint(run.section("models.generator"))
+    for slot, model in slot_models(run, query).items():
         check_endpoint(model, key=f"{query.model_slots[slot].section}.endpoint")
-    embeddings = _answer_embeddings(cfg, query)
-    settings = typed(cfg, "eval", EvalSettings)
+    embeddings = _answer_embeddings(run.models.embedder, query)
+    settings = run.eval
     judge = None
     if embeddings is not None and settings.judge is not None:  # checks its endpoint, also before indexing
         judge = openai_compatible_judge(settings.judge, embeddings)
@@ -187,7 +188,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
     if index.update is not None:
         mlflow.set_tag(INDEX_UPDATED_FROM_TAG, index.update.base)
     if prepared.server_side:
-        mlflow.set_tags({INDEX_COLLECTION_TAG: str(index.path), STORE_URL_TAG: str(cfg.store.url)})
+        mlflow.set_tags({INDEX_COLLECTION_TAG: str(index.path), STORE_URL_TAG: str(getattr(run.store, "url", None))})
     warm_up = prepared.warm_up()
     if prepared.fit is not None:
         mlflow.log_params(prepared.fit.params())
@@ -217,7 +218,7 @@ def _run(cfg: DictConfig, job_dir: Path, run_id: str, experiment: str) -> dict[s
         mlflow.log_dict(dataset.skipped_files, SKIPPED_FILES_ARTIFACT)
     _write_outputs(job_dir, result, metrics, run_id, experiment, dataset, index)
     _write_diagnosis(job_dir, result, query.name, settings.pass_f1)
-    print_results(cfg.pipeline.name, dataset, metrics, list(cfg.eval.ks), _stage_rows(query))
+    print_results(str(run.pipeline.name), dataset, metrics, list(settings.ks), _stage_rows(query))
     print_skipped_files(dataset.skipped_files)
     return metrics
 
@@ -294,7 +295,7 @@ def _write_outputs(
     job.write_run_info(run_info)
 
 
-def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
+def _answer_embeddings(embedder_settings: EmbedderSettings, query: BuiltPipeline) -> Any:
     """Answer metrics embed with the run's own text embedder (models.embedder.text); None without an answer.
 
     The pipeline's own query embedder serves when it is the same component (it is warmed up with the pipeline),
@@ -302,7 +303,7 @@ def _answer_embeddings(cfg: DictConfig, query: BuiltPipeline) -> Any:
     """
     if query.answer_output is None:
         return None
-    embedder = instantiate_component(cfg.models.embedder.text, "models.embedder.text", {})
+    embedder = instantiate_component(embedder_settings.text, "models.embedder.text", {})
     same = [c for _, c in query.pipeline.walk() if type(c) is type(embedder) and c.to_dict() == embedder.to_dict()]
     if same:
         return ragas_embeddings(same[0])

@@ -7,10 +7,32 @@ what it means; docs/config.md is generated from these and the YAML files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from omegaconf import MISSING
 
+from components.joiners.rank_fusion_joiner import CONFIDENCE_SIGNALS, MODES
+from components.retrievers.bm25_retriever import METHODS
+from pipelines.errors import require
+from pipelines.fusion_fit import KINDS as FIT_KINDS
+
+
+def choices(name: str, values: tuple[str, ...] | list[str]) -> type[StrEnum]:
+    """An Enum of a component's own choices, so a config value is checked against the list the component keeps:
+    OmegaConf refuses anything else while Hydra composes, naming the key and the valid values."""
+    return StrEnum(name, [(value, value) for value in values])  # type: ignore[return-value]
+
+
+Bm25Method = choices("Bm25Method", METHODS)
+FusionMode = choices("FusionMode", list(MODES))
+FusionConfidence = choices("FusionConfidence", CONFIDENCE_SIGNALS)
+FitQueries = choices("FitQueries", FIT_KINDS)
+FusionFitMode = choices("FusionFitMode", ("auto",))
+FilterPolicy = choices("FilterPolicy", ("merge", "replace"))  # Haystack's FilterPolicy, by value
+SimilarityFunction = choices("SimilarityFunction", ("cosine", "dot_product"))
+CragAction = choices("CragAction", ("refuse", "search"))
+CorrectKeeps = choices("CorrectKeeps", ("relevant", "not_irrelevant"))
 
 @dataclass
 class Bm25Settings:
@@ -18,16 +40,16 @@ class Bm25Settings:
     k1: float = 1.5
     # Length normalisation: 0 ignores chunk length, 1 normalises fully.
     b: float = 0.75
-    # lucene | robertson | atire | bm25l | bm25+
-    method: str = "lucene"
+    # bm25s's scoring variant.
+    method: Bm25Method = Bm25Method.lucene  # type: ignore[valid-type,attr-defined]
     # en: English stopwords removed; null: keep all tokens.
     stopwords: str | None = None
 
 
 @dataclass
 class FusionSettings:
-    # dbsf (score-aware) | rrf (rank-only) | merge | concatenate. Measurements: docs/results/.
-    mode: str = "dbsf"
+    # dbsf is score-aware, rrf rank-only; merge and concatenate are DocumentJoiner's. Measurements: docs/results/.
+    mode: FusionMode = FusionMode.dbsf  # type: ignore[valid-type,attr-defined]
     # dbsf: share of a document's other paths' rescaled scores added to its best path's. This and the dense weight
     # depend on how good the dense path is, so an embedder config may set its own (models.embedder.fusion).
     agreement_bonus: float = "${oc.select:models.embedder.fusion.agreement_bonus,0.2}"  # type: ignore[assignment]
@@ -44,14 +66,14 @@ class FusionSettings:
     # Query-adaptive weights: null | gap | entropy, each path's weight times (0.1 + its confidence) ** strength.
     # Off: across seven sets it never held the 2 % rule better than the static default
     # (docs/results/2026-12-01-fusion-loso-e5.md).
-    confidence: str | None = None
+    confidence: FusionConfidence | None = None  # type: ignore[valid-type]
     # The exponent of the confidence weighting; 0 turns it off.
     confidence_strength: float = 0.0
     # auto: fit the dense weight to this corpus at index time, from pseudo-queries made of its own chunks (no labels;
     # pipelines/fusion_fit.py), cached with the index and logged as fusion/fit/* params. null: the weights above.
-    fit: str | None = None
+    fit: FusionFitMode | None = None
     # The pseudo-queries: sentence (a chunk's longest sentence) | half (its first half).
-    fit_queries: str = "sentence"
+    fit_queries: FitQueries = FitQueries.sentence  # type: ignore[valid-type,attr-defined]
 
 
 @dataclass
@@ -65,9 +87,13 @@ class RetrieverSettings:
     filters: Any = None
     # merge: a request's filters (a golden item's, or the server's tenant scope) are ANDed with `filters`, so they
     # only narrow; replace: a request's filters take their place.
-    filter_policy: str = "merge"
+    filter_policy: FilterPolicy = FilterPolicy.merge
     bm25: Bm25Settings = field(default_factory=Bm25Settings)
     fusion: FusionSettings = field(default_factory=FusionSettings)
+
+    def check(self) -> None:
+        require(self.top_k > 0, "retriever.top_k", "must be > 0")
+        require(self.candidates > 0, "retriever.candidates", "must be > 0")
 
 
 @dataclass
@@ -94,12 +120,23 @@ class IngestSettings:
     # Name -> a Haystack component config.
     splitters: dict[str, Any] = field(default_factory=dict)
 
+    def check(self) -> None:
+        require(self.chunk_size > 0, "ingest.chunk_size", "must be > 0")
+        require(0 <= self.chunk_overlap < self.chunk_size, "ingest.chunk_overlap",
+                f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")
+        require(bool(self.chain), "ingest.chain", "must name at least one splitter")
+        missing = [name for name in self.chain if name not in self.splitters]
+        require(not missing, "ingest.chain", f"names splitters {missing} not defined under ingest.splitters")
+
 
 @dataclass
 class SelfCheckSettings:
     # Self-check (answer=llm): an answer whose citations do not support some of its sentences is retried with feedback
     # naming them (prompt.retry_feedback), at most this many times, then refused in the question's language. 0: off.
     max_retries: int = 0
+
+    def check(self) -> None:
+        require(self.max_retries >= 0, "selfcheck.max_retries", f"must be an integer >= 0, got {self.max_retries!r}")
 
 
 @dataclass
@@ -124,8 +161,8 @@ class StoreSettings:
 class InMemoryStore(StoreSettings):
     kind: str = "in_memory"
     _target_: str = "haystack.document_stores.in_memory.InMemoryDocumentStore"
-    # cosine | dot_product: how the dense path scores a chunk against the query.
-    embedding_similarity_function: str = "cosine"
+    # How the dense path scores a chunk against the query.
+    embedding_similarity_function: SimilarityFunction = SimilarityFunction.cosine
 
 
 @dataclass
@@ -176,10 +213,10 @@ class CragSettings:
     # Passages graded per question: the answer stage's context.
     top_k: int = "${answer.context_top_k}"  # type: ignore[assignment]
     # When every passage is irrelevant: refuse (in the question's language) | search (as for ambiguous).
-    incorrect_action: str = "refuse"
+    incorrect_action: CragAction = CragAction.refuse
     # What a correct question answers from: relevant (the passages at or above upper) | not_irrelevant (the
     # ambiguous ones too; the answer stage's compressor then keeps the best strips).
-    correct_keeps: str = "relevant"
+    correct_keeps: CorrectKeeps = CorrectKeeps.relevant
     # The retrieval evaluator (a Haystack component config).
     evaluator: Any = MISSING
     # A second, wider retrieval with the keyword query for ambiguous questions: any retriever with `query` and

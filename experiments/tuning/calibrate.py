@@ -146,8 +146,7 @@ def grade_golden_set(overrides: Sequence[str], progress: bool = True) -> tuple[l
     """Scores every question's graded passages; returns them with the dataset's and the scorer's names."""
     named_pipeline = any(o.startswith("pipeline=") for o in overrides)
     cfg = compose([*([] if named_pipeline else ["pipeline=crag"]), *overrides, *SCORE_ONLY])
-    validate(cfg)
-    indexed = prepare_pipeline(cfg)
+    indexed = prepare_pipeline(validate(cfg))
     query = indexed.query
     if query.grader is None:
         raise CalibrationError(f"pipeline '{query.name}' has no grader (a CRAG evaluator named by `grader:`)")

@@ -92,17 +92,7 @@ class LocalSnapshots:
     def identity(self, language: str) -> str:
         return self.kind
 
-    def build(
-        self,
-        documents: list[Document],
-        spec: Mapping[str, Any],
-        store: DocumentStore,
-        cache_dir: Path,
-        fingerprint: str,
-        lineage: str | None = None,
-        update: bool = False,
-    ) -> IndexInfo:
-        return build_index(documents, spec, store, cache_dir, fingerprint, lineage, update)
+    build = staticmethod(build_index)
 
     def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
         """The shipped snapshot, read into `store` without recording a use: a bundle's files stay as registered."""

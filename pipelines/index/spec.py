@@ -3,29 +3,39 @@ pipelines/builder.py builds and pipelines/index/fingerprint.py fingerprints."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, Protocol
 
-from omegaconf import DictConfig, OmegaConf
+from pipelines.spec import plain
 
 # The ingestion component that embeds chunks; its model is fingerprinted as `embedder_identity`.
 DOCUMENT_EMBEDDER = "embedder"
 
 
-def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dict[str, Any]:
+class IngestChain(Protocol):
+    """What the ingestion graph is made of (the run's `ingest` settings)."""
+
+    name: str
+    chain: Sequence[str]
+    splitters: Mapping[str, Any]
+    heading_prefix: bool
+
+
+def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ingestion graph: configured splitters in `ingest.chain`, then spans, heading prefix, embedding, write.
 
     `document_embedder=None` leaves embedding out, for query pipelines that read no vectors (BM25 only): the
     snapshot then has no embeddings, and its fingerprint differs from the embedded index's.
     """
     chain = list(ingest.chain)
-    components: dict[str, Any] = {name: _plain(ingest.splitters[name]) for name in chain}
+    components: dict[str, Any] = {name: plain(ingest.splitters[name]) for name in chain}
     components |= {
         "spans": {"_target_": "components.preprocessors.chunk_span_locator.ChunkSpanLocator"},
         "prefix": {"_target_": "components.preprocessors.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
     }
     if document_embedder is not None:
-        components[DOCUMENT_EMBEDDER] = _plain(document_embedder)
+        components[DOCUMENT_EMBEDDER] = plain(document_embedder)
     components["writer"] = {
         "_target_": "haystack.components.writers.DocumentWriter",
         "document_store": "@store",
@@ -41,7 +51,3 @@ def ingest_spec(ingest: DictConfig, document_embedder: DictConfig | None) -> dic
         "connections": connections,
         "inputs": {"documents": [f"{chain[0]}.documents", "spans.sources"]},
     }
-
-
-def _plain(config: DictConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]

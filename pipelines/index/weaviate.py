@@ -240,17 +240,7 @@ class WeaviateCollections:
         """How BM25 tokenises `content` changes what the collection finds, so it is part of the index."""
         return f"weaviate:{content_tokenization(language, self.tokenization)}"
 
-    def build(
-        self,
-        documents: list[Document],
-        spec: Mapping[str, Any],
-        store: DocumentStore,
-        cache_dir: Path,
-        fingerprint: str,
-        lineage: str | None = None,
-        update: bool = False,
-    ) -> IndexInfo:
-        return build_collection(documents, spec, store, cache_dir, fingerprint, lineage, update)
+    build = staticmethod(build_collection)
 
     def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
         return open_collection(store, index_dir)

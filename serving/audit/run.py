@@ -163,8 +163,7 @@ def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "p
             "dataset=local", f"dataset.corpus_dir={corpus}", f"dataset.golden={DEMO_DIR / 'golden.jsonl'}",
             f"dataset.meta_file={meta}", "dataset.name=demo-tenants", "eval.trace_sample=0", *overrides,
         ])
-        validate(cfg)
-        served = ServedPipeline.warm(prepare_pipeline(cfg))
+        served = ServedPipeline.warm(prepare_pipeline(validate(cfg)))
         golden = served.indexed.dataset.golden
         questions = [item.question for item in golden if item.id.startswith("en-")][: questions_per_principal // 2]
         questions += [item.question for item in golden if item.id.startswith("zh-")][: questions_per_principal // 2]

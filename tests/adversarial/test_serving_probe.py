@@ -15,6 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
+from experiments.runs.config import validate
 from experiments.runs.indexed import prepare_pipeline
 from serving.http.app import create_app
 from serving.http.auth import bearer
@@ -36,7 +37,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> ServedPipeline:
     """BM25 and the extractive answerer over the demo corpus: the cheap offline pipeline, indexed once."""
     cache = tmp_path_factory.mktemp("cache")
     cfg = composed("pipeline=bm25", "answer=extractive", "+pipeline.answer=${answer.stage}", f"paths.cache={cache}")
-    return ServedPipeline.warm(prepare_pipeline(cfg))
+    return ServedPipeline.warm(prepare_pipeline(validate(cfg)))
 
 
 class LogLines(logging.Handler):

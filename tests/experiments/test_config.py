@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -161,10 +162,33 @@ def test_openai_compatible_generator_takes_its_key_from_the_environment(monkeypa
     assert "secret-value" not in built.pipeline.dumps()
 
 
-def test_a_mistyped_crag_action_is_refused_by_name():
-    validate(config("pipeline=crag", "crag.incorrect_action=search"))
-    with pytest.raises(ConfigError, match=r"crag.incorrect_action.*must be one of \['refuse', 'search'\], got 'serch'"):
-        validate(config("pipeline=crag", "crag.incorrect_action=serch"))
+@pytest.mark.parametrize(
+    ("override", "valid"),
+    [
+        ("crag.incorrect_action=serch", "refuse, search"),
+        ("retriever.fusion.mode=max", "rrf, dbsf, merge, concatenate"),
+        ("retriever.fusion.fit_queries=word", "sentence, half"),
+        ("retriever.bm25.method=bm26", "robertson, lucene, atire, bm25l, bm25+"),
+        ("retriever.filter_policy=and", "merge, replace"),
+        ("crag.correct_keeps=all", "relevant, not_irrelevant"),
+    ],
+)
+def test_a_choice_outside_its_list_is_refused_while_hydra_composes_naming_the_valid_ones(override, valid):
+    """Enum-like keys are Enums of the component's own list: OmegaConf names the key and every valid value."""
+    with pytest.raises(ConfigCompositionException, match=f"Error merging override {re.escape(override)}") as failed:
+        config("pipeline=crag", override)
+    assert f"expected one of [{valid}]" in str(failed.value.__cause__)
+    assert f"full_key: {override.split('=')[0]}" in str(failed.value.__cause__)
+
+
+def test_a_choice_in_a_config_hydra_did_not_compose_is_refused_naming_the_key():
+    cfg = OmegaConf.create(OmegaConf.to_container(config("pipeline=crag")))
+    cfg.crag.incorrect_action = "serch"
+    with pytest.raises(ConfigError, match=r"config key 'crag.incorrect_action': Invalid value 'serch', expected one of "
+                                          r"\[refuse, search\]"):
+        validate(cfg)
+    cfg.crag.incorrect_action = "search"
+    assert validate(cfg).crag.incorrect_action == "search"
 
 
 def test_the_crag_pipeline_is_logged_in_a_form_haystacks_safe_mode_loads(tmp_path):
@@ -215,7 +239,9 @@ def test_overrides_reach_the_components(tmp_path):
         ("retriever.top_k=0", "retriever.top_k"),
         ("retriever.candidates=-5", "retriever.candidates"),
         ("+retriever.topk=5", "retriever.topk"),
-        ("retriever.fusion.mode=max", "retriever.fusion.mode"),
+        ("retriever.fusion.rrf_k=0", "retriever.fusion.rrf_k"),
+        ("retriever.fusion.agreement_bonus=-1", "retriever.fusion.agreement_bonus"),
+        ("selfcheck.max_retries=-1", "selfcheck.max_retries"),
         ("ingest.chunk_overlap=600", "ingest.chunk_overlap"),
         ("eval.ks=[0,5]", "eval.ks"),
         ("eval.min_overlap=1.5", "eval.min_overlap"),

@@ -26,20 +26,20 @@ def config(*overrides):
 
 
 def test_prepare_builds_the_graph_and_plans_the_index_without_indexing(tmp_path):
-    prepared = prepare_pipeline(config("pipeline=bm25", f"paths.cache={tmp_path}"))
+    prepared = prepare_pipeline(validate(config("pipeline=bm25", f"paths.cache={tmp_path}")))
     assert prepared.query.name == "bm25" and prepared.store.count_documents() == 0
     assert prepared.index_dir == tmp_path / "index" / prepared.fingerprint and not prepared.index_dir.exists()
     assert "embedder" not in prepared.spec["components"]  # BM25 reads no vectors, so none are made
     assert prepared.reads_index() == {"bm25"}
     assert prepared.update is False  # ingest.update is opt-in
-    assert prepare_pipeline(config("pipeline=bm25", f"paths.cache={tmp_path}", "ingest.update=true")).update is True
+    assert prepare_pipeline(validate(config("pipeline=bm25", f"paths.cache={tmp_path}", "ingest.update=true"))).update is True
 
 
 @pytest.mark.slow
 def test_the_logged_pipeline_yaml_reloads_and_answers_the_same(tmp_path):
     """What run.py logs as pipeline.yaml is the pipeline: Pipeline.loads gives the same documents and answers."""
     cfg = config("pipeline=advanced", "reranker=e5", "dataset=demo_conversations", f"paths.cache={tmp_path}")
-    indexed = load_indexed_pipeline(cfg)
+    indexed = load_indexed_pipeline(validate(cfg))
     assert indexed.store.count_documents() > 0
     reloaded = replace(indexed.query, pipeline=load_logged_pipeline(indexed.query.pipeline.dumps()))
     reloaded.warm_up()
@@ -57,9 +57,9 @@ def test_the_logged_pipeline_yaml_reloads_and_answers_the_same(tmp_path):
 def test_a_snapshot_fills_the_store_without_reading_the_corpus(tmp_path):
     """A promoted run ships its snapshot, not its corpus: the store comes from the snapshot, the dataset is absent."""
     cfg = config("pipeline=bm25", f"paths.cache={tmp_path}")
-    built = prepare_pipeline(cfg)
+    built = prepare_pipeline(validate(cfg))
     built.index()
-    served = prepare_pipeline(cfg, snapshot=built.index_dir)
+    served = prepare_pipeline(validate(cfg), snapshot=built.index_dir)
     assert served.fingerprint == built.fingerprint and served.index().chunks == built.store.count_documents()
     assert served.store.count_documents() == built.store.count_documents()
     with pytest.raises(ConfigError, match="loaded from a snapshot: its dataset is not at hand"):
@@ -75,8 +75,8 @@ def test_a_snapshot_whose_folder_and_manifest_disagree_is_refused(tmp_path):
 
 
 def test_the_store_kind_picks_the_index_backend_once():
-    assert index_backend(composed().store, update=True) == LocalSnapshots("in_memory")
-    weaviate = composed("store=weaviate", "store.tokenization=trigram").store
+    assert index_backend(validate(composed()).store, update=True) == LocalSnapshots("in_memory")
+    weaviate = validate(composed("store=weaviate", "store.tokenization=trigram")).store
     assert index_backend(weaviate, update=False) == WeaviateCollections("trigram")
     with pytest.raises(UserError, match="ingest.update"):  # refused before any work
         index_backend(weaviate, update=True)

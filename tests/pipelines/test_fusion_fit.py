@@ -7,6 +7,7 @@ import pytest
 from haystack import Document
 
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
+from experiments.runs.config import validate
 from experiments.runs.indexed import load_indexed_pipeline
 from pipelines.fusion_fit import FIT_QUERIES, WEIGHTS, choose_weight, pseudo_queries
 from tests.support.shipped import composed
@@ -56,12 +57,12 @@ def test_a_tie_keeps_the_configured_weight():
 def test_the_fit_on_a_real_index_is_cached_with_it_logged_and_applied(tmp_path):
     cfg = composed("pipeline=hybrid", "models=minilm", "retriever.fusion.fit=auto", f"paths.cache={tmp_path}",
                    "dataset.subset=en")
-    indexed = load_indexed_pipeline(cfg)
+    indexed = load_indexed_pipeline(validate(cfg))
     fit = indexed.fit
     assert fit is not None and fit.queries == FIT_QUERIES and fit.dense_weight in WEIGHTS
     assert indexed.query.pipeline.get_component("fusion").weights["dense"] == fit.dense_weight
     [cached] = indexed.index_dir.glob("fusion_fit-*.json")
     assert json.loads(cached.read_text())["dense_weight"] == fit.dense_weight
     assert fit.params()["fusion/fit/dense_weight"] == fit.dense_weight
-    again = load_indexed_pipeline(cfg)  # read back, not refitted
+    again = load_indexed_pipeline(validate(cfg))  # read back, not refitted
     assert again.fit == fit and list(indexed.index_dir.glob("fusion_fit-*.json")) == [cached]

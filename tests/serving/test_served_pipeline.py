@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from experiments.datasets.demo import DEMO_DIR
+from experiments.runs.config import validate
 from experiments.runs.indexed import prepare_pipeline
 from serving.served_pipeline import ServedPipeline
 from tests.support.shipped import composed
@@ -16,7 +17,7 @@ from tests.support.shipped import composed
 @pytest.mark.slow
 def test_a_served_llm_answer_streams_the_real_generators_tokens(tmp_path):
     """SmolLM2 through llama.cpp: the tokens handed on as they come make up the answer the reply then gives."""
-    served = ServedPipeline.warm(prepare_pipeline(composed("pipeline=naive", "answer=llm", f"paths.cache={tmp_path}")))
+    served = ServedPipeline.warm(prepare_pipeline(validate(composed("pipeline=naive", "answer=llm", f"paths.cache={tmp_path}"))))
     question, tokens = "How many days of paid annual leave do full-time employees accrue?", []
     reply = served.ask(question, on_token=tokens.append)
     assert len(tokens) > 1 and "".join(tokens).strip() == reply["answer"]
@@ -27,9 +28,9 @@ def test_a_served_llm_answer_streams_the_real_generators_tokens(tmp_path):
 def test_a_served_agent_reports_each_tool_call_as_it_returns_and_stays_in_the_requests_scope(tmp_path):
     """SmolLM2 held to call kb_search first: each tool call comes to `on_step` as it returns, in the order the
     reply's agent summary lists; under filters, every passage it read is in scope and sql_query runs nothing."""
-    served = ServedPipeline.warm(prepare_pipeline(composed(
+    served = ServedPipeline.warm(prepare_pipeline(validate(composed(
         "pipeline=agentic", "pipeline.components.agent.first_tool=kb_search", f"paths.cache={tmp_path}"
-    )))
+    ))))
     scope = {"field": "meta.doc_id", "operator": "==", "value": "en/leave_policy.md"}
     steps = []
     reply = served.ask("How many sick days do I get, and how many laptops does Platform have?", filters=scope,
@@ -57,11 +58,11 @@ def test_instructions_injected_into_a_passage_move_no_tool_to_act(tmp_path):
     shutil.copytree(DEMO_DIR / "corpus", corpus)
     (corpus / "en" / "leave_notice.md").write_text(INJECTION, encoding="utf-8")
     cache = tmp_path / "cache"
-    served = ServedPipeline.warm(prepare_pipeline(composed(
+    served = ServedPipeline.warm(prepare_pipeline(validate(composed(
         "dataset=local", f"dataset.corpus_dir={corpus}", f"dataset.golden={DEMO_DIR / 'golden.jsonl'}",
         f"dataset.sql={DEMO_DIR / 'sql' / 'company.sql'}", "dataset.name=injected",
         "pipeline=agentic", "pipeline.components.agent.first_tool=kb_search", f"paths.cache={cache}",
-    )))
+    ))))
     (database,) = (cache / "sql").glob("*.sqlite")
     before = hashlib.sha256(database.read_bytes()).hexdigest()
     steps = []

@@ -326,7 +326,14 @@ def test_a_private_key_where_the_issuers_public_key_goes_fails_at_start(tmp_path
 
 def test_an_unknown_auth_is_named():
     with pytest.raises(ConfigError, match="serve.auth': must be api_keys, jwt or header"):
-        authenticator(ServeSettings(auth="oauth"))
+        authenticator(ServeSettings(auth="oauth"))  # a record built in code, past the config's check
+    from hydra.errors import ConfigCompositionException
+
+    from serving.settings import compose_serve
+
+    with pytest.raises(ConfigCompositionException, match="serve.auth=oauth") as failed:
+        compose_serve(["serve.auth=oauth"])
+    assert "expected one of [api_keys, jwt, header]" in str(failed.value.__cause__)
 
 
 def test_questions_never_run_in_parallel_threads_through_one_answerer():

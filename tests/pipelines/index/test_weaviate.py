@@ -110,10 +110,10 @@ def test_prepare_fails_clearly_without_a_server_before_any_indexing(monkeypatch,
     cfg = composed("pipeline=hybrid", "store=weaviate", f"paths.cache={tmp_path}")
     validate(cfg)
     with pytest.raises(WeaviateUnavailableError, match="WEAVIATE_URL"):
-        prepare_pipeline(cfg)
+        prepare_pipeline(validate(cfg))
     update = composed("pipeline=hybrid", "store=weaviate", "ingest.update=true", f"paths.cache={tmp_path}")
     with pytest.raises(UserError, match="ingest.update"):
-        prepare_pipeline(update)
+        prepare_pipeline(validate(update))
 
 
 class RecordingStore:
@@ -216,7 +216,7 @@ def weaviate_overrides(tmp_path):
     overrides = ["store=weaviate", f"store.collection_prefix={prefix}", f"paths.cache={tmp_path}",
                  "dataset.meta_file=data/demo/tenants.jsonl"]
     yield overrides
-    store = prepare_pipeline(composed("pipeline=hybrid", *overrides)).store
+    store = prepare_pipeline(validate(composed("pipeline=hybrid", *overrides))).store
     store.client.collections.delete(store.collection.name)
 
 
@@ -239,9 +239,9 @@ def golden_hit_rate(indexed) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("fusion_type", ["relative_score", "ranked"])
 def test_weaviates_own_hybrid_search_runs_on_the_same_collection(weaviate_cfg, weaviate_overrides, fusion_type):
-    ours = load_indexed_pipeline(weaviate_cfg)
-    theirs = load_indexed_pipeline(composed("pipeline=weaviate_hybrid", *weaviate_overrides,
-                                            f"pipeline.components.hybrid.fusion_type={fusion_type}"))
+    ours = load_indexed_pipeline(validate(weaviate_cfg))
+    theirs = load_indexed_pipeline(validate(composed("pipeline=weaviate_hybrid", *weaviate_overrides,
+                                            f"pipeline.components.hybrid.fusion_type={fusion_type}")))
     assert theirs.fingerprint == ours.fingerprint and theirs.index().cache_hit  # one collection, not re-embedded
     assert golden_hit_rate(theirs) >= 0.8
 
@@ -249,13 +249,13 @@ def test_weaviates_own_hybrid_search_runs_on_the_same_collection(weaviate_cfg, w
 @needs_server
 @pytest.mark.slow
 def test_hybrid_on_weaviate_indexes_once_and_keeps_tenants_apart(weaviate_cfg):
-    first = load_indexed_pipeline(weaviate_cfg)
+    first = load_indexed_pipeline(validate(weaviate_cfg))
     assert first.index().cache_hit  # the build above marked it finished
     chunks = first.store.count_documents()
-    again = prepare_pipeline(weaviate_cfg)
+    again = prepare_pipeline(validate(weaviate_cfg))
     info = again.index()
     assert info.cache_hit and info.chunks == chunks and again.store.collection.name == first.store.collection.name
-    served = prepare_pipeline(weaviate_cfg, snapshot=first.index_dir)  # as a promoted bundle opens it
+    served = prepare_pipeline(validate(weaviate_cfg), snapshot=first.index_dir)  # as a promoted bundle opens it
     assert served.source is None and served.index().chunks == chunks
     principal = Principal("acme")
     scope = visible_filter(principal)
