@@ -40,6 +40,7 @@ COMMANDS = {
     "testset": Command("experiments.datasets.testset", "write a golden set from a corpus that has none (offline)"),
     "doc-sets": Command("experiments.datasets.doc_sets", "build the validation sets from Debian package docs"),
     "config-docs": Command("serving.config_docs", "write docs/config.md, the config reference, from conf/"),
+    "metrics-docs": Command("experiments.runs.metrics_docs", "write docs/metrics.md, the metrics reference, from the code"),
 }
 
 

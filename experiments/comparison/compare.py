@@ -30,8 +30,8 @@ from mlflow.tracking import MlflowClient
 from rich.table import Table
 
 from experiments.comparison.paired_compare import DEFAULT_METRICS, compare_runs
-from experiments.evaluation.metric_names import lower_is_better
 from experiments.evaluation.report import console
+from experiments.runs.metric_catalog import lower_is_better
 from experiments.runs.sweep import child_runs, pick_baseline, run_labels
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError

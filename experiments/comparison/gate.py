@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 from experiments.comparison.paired_compare import compare_records, load_per_question
 from experiments.comparison.significance import PairedComparison
 from experiments.datasets.holdout import USE_KEY as HOLDOUT_PARAM
-from experiments.evaluation.metric_names import lower_is_better
+from experiments.runs.metric_catalog import lower_is_better
 from experiments.runs.tracking import TRACKING_HELP, connect
 from pipelines.errors import UserError
 from pipelines.run_layout import DATASET_FINGERPRINT_TAG, DATASET_TAG

@@ -13,10 +13,12 @@ from mlflow.tracking import MlflowClient
 from rich.table import Table
 
 from experiments.comparison.significance import PairedComparison, paired
-from experiments.evaluation import metric_names
-from experiments.evaluation.metric_names import lower_is_better
+from experiments.evaluation.answer_metrics import ANSWER, SELFCHECK
+from experiments.evaluation.context_metrics import CONTEXT
+from experiments.evaluation.judge import JUDGED
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.report import console
+from experiments.runs.metric_catalog import lower_is_better
 from pipelines.run_layout import PER_QUESTION_FILE
 
 LAYERS = ("retrieval/", "stage/", "context/", "answer/", "selfcheck/", "cost/")
@@ -29,9 +31,10 @@ DEFAULT_METRICS = (
     # The reranker's own ranking (the retrieval view is the candidates it reranks).
     "stage/reranker/mrr_at_10",
     "context/recall_at_10",
-    *(m for m in metric_names.CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
-    *metric_names.ANSWER,
-    *metric_names.SELFCHECK,
+    *(m for m in CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
+    *ANSWER,
+    *JUDGED,
+    *SELFCHECK,
     "cost/prompt_tokens",
     "cost/completion_tokens",
     "latency_ms",

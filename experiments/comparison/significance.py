@@ -14,6 +14,8 @@ from scipy import stats
 
 RESAMPLES = 2000
 SEED = 0
+# Below this many questions a bootstrap interval is no measure of uncertainty (one question gives [1.0, 1.0]).
+MIN_CI_QUESTIONS = 10
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,13 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:
         (data,), np.mean, vectorized=True, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile", random_state=SEED
     )
     return Interval(mean, float(result.confidence_interval.low), float(result.confidence_interval.high), int(data.size))
+
+
+def ci_note(questions: int) -> str | None:
+    """Why the confidence intervals over `questions` questions mean nothing, or None when they do."""
+    if questions >= MIN_CI_QUESTIONS:
+        return None
+    return f"CI not meaningful: {questions} question{'s' if questions != 1 else ''}, fewer than {MIN_CI_QUESTIONS}"
 
 
 def paired(metric: str, baseline: Sequence[float], candidate: Sequence[float], confidence: float = 0.95) -> PairedComparison:

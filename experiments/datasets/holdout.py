@@ -16,10 +16,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from components.common.text import detect_language
+from experiments.comparison.significance import ci_note
 from experiments.datasets.base import Dataset, DatasetError, golden_fingerprint, seeded_rank
 from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.settings import HoldoutSettings
-from experiments.evaluation.report import ci_note
 
 ALL, DEV, TEST = "all", "dev", "test"
 # The config key (and the run param) naming the part a run answers: parts of one golden set have fingerprints of

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from components.agents.agent_answer import FINAL_ANSWER, STOP_REASONS
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 
 # Every way a run can end, so that each question scores 0 or 1 on each and the means are rates.
 ENDINGS = (FINAL_ANSWER, *STOP_REASONS)
@@ -16,6 +17,40 @@ ENDINGS = (FINAL_ANSWER, *STOP_REASONS)
 LOOPS = ("repeated_call", "max_agent_steps")
 # Endings that mean it ran out of tokens or time.
 BUDGETS = ("token_budget_exceeded", "timeout", "length")
+
+TOOL_CHOICE_ACCURACY = declare(
+    "agent/tool_choice_accuracy", Layer.AGENT, Direction.HIGHER,
+    "`pipeline=agentic`: the share of questions with golden `tools` whose agent called exactly those tools",
+)
+TOOL_SEQUENCE_ACCURACY = declare(
+    "agent/tool_sequence_accuracy", Layer.AGENT, Direction.HIGHER,
+    "the share that also first called them in the golden order",
+)
+STEPS_PER_QUESTION = declare(
+    "agent/steps_per_question", Layer.AGENT, Direction.NEITHER, "tool steps per question"
+)
+LOOP_ABORTS = declare(
+    "agent/loop_aborts", Layer.AGENT, Direction.NEITHER,
+    "runs aborted in a loop (a repeated call, or the step limit)",
+)
+declare("agent/tool_calls/<tool>", Layer.AGENT, Direction.NEITHER, "calls per question of each tool")
+declare(
+    "agent/stop_reason/<ending>", Layer.AGENT, Direction.NEITHER,
+    f"the share of runs that ended each way: `{FINAL_ANSWER}`, or a stop reason ("
+    + ", ".join(f"`{reason}`" for reason in STOP_REASONS) + ")",
+)
+STEPS = declare("agent/steps", Layer.AGENT, Direction.NEITHER, "per question: the agent's tool steps")
+LOOP_ABORTED = declare(
+    "agent/loop_aborted", Layer.AGENT, Direction.NEITHER, "per question: 1 when the run was aborted in a loop"
+)
+TOOL_CHOICE_CORRECT = declare(
+    "agent/tool_choice_correct", Layer.AGENT, Direction.HIGHER,
+    "per question: 1 when it called exactly the golden tools",
+)
+TOOL_SEQUENCE_CORRECT = declare(
+    "agent/tool_sequence_correct", Layer.AGENT, Direction.HIGHER,
+    "per question: 1 when it also first called them in order",
+)
 
 
 def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
@@ -25,7 +60,7 @@ def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
     if not isinstance(run, Mapping):
         return {}
     reason = str(run["stop_reason"])
-    scores = {"agent/steps": float(run["steps"]), "agent/loop_aborted": float(reason in LOOPS)}
+    scores = {STEPS: float(run["steps"]), LOOP_ABORTED: float(reason in LOOPS)}
     scores |= {f"agent/tool_calls/{tool}": float(count) for tool, count in run["tool_calls"].items()}
     scores |= {f"agent/stop_reason/{ending}": float(reason == ending) for ending in {*ENDINGS, reason}}
     return scores
@@ -42,8 +77,8 @@ def tool_choice_scores(meta: Mapping[str, Any], expected: Sequence[str]) -> dict
     if not expected or not isinstance(meta.get("agent"), Mapping):
         return {}
     chosen = tools_chosen(meta)
-    return {"agent/tool_choice_correct": float(set(chosen) == set(expected)),
-            "agent/tool_sequence_correct": float(chosen == list(dict.fromkeys(expected)))}
+    return {TOOL_CHOICE_CORRECT: float(set(chosen) == set(expected)),
+            TOOL_SEQUENCE_CORRECT: float(chosen == list(dict.fromkeys(expected)))}
 
 
 def agent_failure(meta: Mapping[str, Any], expected: Sequence[str]) -> str | None:
@@ -73,13 +108,13 @@ def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, floa
         return {}
 
     def mean(name: str) -> float:
-        return float(np.mean([scores.get(name, 0.0) for scores in per_question if "agent/steps" in scores]))
+        return float(np.mean([scores.get(name, 0.0) for scores in per_question if STEPS in scores]))
 
-    metrics = {"agent/steps_per_question": mean("agent/steps"),
-               "agent/loop_aborts": float(sum(s.get("agent/loop_aborted", 0.0) for s in per_question))}
+    metrics = {STEPS_PER_QUESTION: mean(STEPS),
+               LOOP_ABORTS: float(sum(s.get(LOOP_ABORTED, 0.0) for s in per_question))}
     metrics |= {name: mean(name) for name in names if name.startswith(("agent/tool_calls/", "agent/stop_reason/"))}
-    for correct, accuracy in (("agent/tool_choice_correct", "agent/tool_choice_accuracy"),
-                              ("agent/tool_sequence_correct", "agent/tool_sequence_accuracy")):
+    for correct, accuracy in ((TOOL_CHOICE_CORRECT, TOOL_CHOICE_ACCURACY),
+                              (TOOL_SEQUENCE_CORRECT, TOOL_SEQUENCE_ACCURACY)):
         judged = [scores[correct] for scores in per_question if correct in scores]
         if judged:
             metrics[accuracy] = float(np.mean(judged))

@@ -19,8 +19,69 @@ from haystack.dataclasses import GeneratedAnswer
 from components.common.sentences import strip_citations
 from components.common.words import HAN_RUN
 from experiments.evaluation.agent_metrics import agent_scores
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 
 _ARTICLES = {"a", "an", "the"}
+
+F1 = declare(
+    "answer/f1", Layer.ANSWER, Direction.HIGHER,
+    "token F1 against `reference_answer`: 2·(c/p)·(c/r) / (c/p + c/r). For example `\"About 20 days.\"` "
+    "against `\"20 days\"`: p = 3, r = 2, c = 2, F1 = 0.8",
+)
+EXACT_MATCH = declare(
+    "answer/exact_match", Layer.ANSWER, Direction.HIGHER, "1 when answer and reference have equal token lists"
+)
+ROUGE_L = declare(
+    "answer/rouge_l", Layer.ANSWER, Direction.HIGHER,
+    "`rouge_score` ROUGE-L F-measure on the same tokens (its default tokenizer keeps only `[a-z0-9]`, "
+    "which scores every Chinese answer 0)",
+)
+CHRF = declare(
+    "answer/chrf", Layer.ANSWER, Direction.HIGHER, "RAGAS `CHRFScore` (sacrebleu chrF, characters) / 100"
+)
+SEMANTIC_SIMILARITY = declare(
+    "answer/semantic_similarity", Layer.ANSWER, Direction.HIGHER,
+    "RAGAS `SemanticSimilarity`: the cosine of the answer's and the reference's embeddings by the run's "
+    "text embedder",
+)
+CITATION_ACCURACY = declare(
+    "answer/citation_accuracy", Layer.ANSWER, Direction.HIGHER,
+    "citations that point into the prompt and are cited by a supported sentence / all citations (0 for an "
+    "uncited answer); refusals are excluded",
+)
+UNSUPPORTED_SENTENCE_RATE = declare(
+    "answer/unsupported_sentence_rate", Layer.ANSWER, Direction.LOWER,
+    "sentences whose cited chunks contain fewer than `answer.support_threshold` of their content words / "
+    "sentences (an uncited sentence is unsupported)",
+)
+REFUSAL_ACCURACY = declare(
+    "answer/refusal_accuracy", Layer.ANSWER, Direction.HIGHER,
+    "refusals on unanswerable items: a refusal there scores 1",
+)
+FALSE_REFUSAL_RATE = declare(
+    "answer/false_refusal_rate", Layer.ANSWER, Direction.LOWER,
+    "refusals on answerable items: a refusal there scores 1 here and 0 on every correctness metric above",
+)
+ANSWER = (
+    F1, EXACT_MATCH, ROUGE_L, CHRF, SEMANTIC_SIMILARITY, CITATION_ACCURACY, UNSUPPORTED_SENTENCE_RATE,
+    REFUSAL_ACCURACY, FALSE_REFUSAL_RATE,
+)
+REFUSED = declare(
+    "answer/refused", Layer.ANSWER, Direction.NEITHER, "per question: 1 when the pipeline refused"
+)
+# The self-check loop (answer=llm, selfcheck.max_retries > 0): how often it retried, how much, and how often
+# it refused.
+FIRED_RATE = declare(
+    "selfcheck/fired_rate", Layer.SELFCHECK, Direction.LOWER,
+    "with `selfcheck.max_retries` > 0: the share of questions retried for unsupported sentences",
+)
+RETRIES_PER_QUESTION = declare(
+    "selfcheck/retries_per_question", Layer.SELFCHECK, Direction.LOWER, "retries per question"
+)
+SELFCHECK_REFUSAL_RATE = declare(
+    "selfcheck/refusal_rate", Layer.SELFCHECK, Direction.LOWER, "the share refused by the self-check"
+)
+SELFCHECK = (FIRED_RATE, RETRIES_PER_QUESTION, SELFCHECK_REFUSAL_RATE)
 
 
 def answer_tokens(text: str) -> list[str]:
@@ -118,19 +179,19 @@ def answer_scores(
         return {}
     meta = answer.meta
     refused = bool(meta.get("refused"))
-    scores: dict[str, float] = {"answer/refused": float(refused)}
+    scores: dict[str, float] = {REFUSED: float(refused)}
     # Per question, so that their means are the run's rates and paired tests can compare them.
-    scores["answer/false_refusal_rate" if answerable else "answer/refusal_accuracy"] = float(refused)
+    scores[FALSE_REFUSAL_RATE if answerable else REFUSAL_ACCURACY] = float(refused)
     text = strip_citations(answer.data or "")
     if answerable and reference:
         scores |= {
-            "answer/f1": 0.0 if refused else token_f1(text, reference),
-            "answer/exact_match": 0.0 if refused else exact_match(text, reference),
-            "answer/rouge_l": 0.0 if refused else rouge_l(text, reference),
-            "answer/chrf": 0.0 if refused else chrf(text, reference),
+            F1: 0.0 if refused else token_f1(text, reference),
+            EXACT_MATCH: 0.0 if refused else exact_match(text, reference),
+            ROUGE_L: 0.0 if refused else rouge_l(text, reference),
+            CHRF: 0.0 if refused else chrf(text, reference),
         }
         if similarity is not None:
-            scores["answer/semantic_similarity"] = 0.0 if refused else similarity(text, reference)
+            scores[SEMANTIC_SIMILARITY] = 0.0 if refused else similarity(text, reference)
     if not refused:
         scores |= citation_scores(meta)
     return scores | _selfcheck_scores(meta) | agent_scores(meta)
@@ -142,9 +203,9 @@ def _selfcheck_scores(meta: dict[str, Any]) -> dict[str, float]:
         return {}
     retries = int(meta["selfcheck_retries"])
     return {
-        "selfcheck/fired_rate": float(retries > 0),
-        "selfcheck/retries_per_question": float(retries),
-        "selfcheck/refusal_rate": float(meta.get("refusal_reason") == "selfcheck"),
+        FIRED_RATE: float(retries > 0),
+        RETRIES_PER_QUESTION: float(retries),
+        SELFCHECK_REFUSAL_RATE: float(meta.get("refusal_reason") == "selfcheck"),
     }
 
 
@@ -158,7 +219,7 @@ def citation_scores(meta: dict[str, Any]) -> dict[str, float]:
         return {}
     cited = [c.get("marker") for c in meta["citations"]] + list(meta.get("invalid_citations") or [])
     backed = {n for s in sentences if s["supported"] for n in s["citations"]}
-    scores = {"answer/citation_accuracy": len([n for n in cited if n in backed]) / len(cited) if cited else 0.0}
+    scores = {CITATION_ACCURACY: len([n for n in cited if n in backed]) / len(cited) if cited else 0.0}
     if sentences:
-        scores["answer/unsupported_sentence_rate"] = sum(not s["supported"] for s in sentences) / len(sentences)
+        scores[UNSUPPORTED_SENTENCE_RATE] = sum(not s["supported"] for s in sentences) / len(sentences)
     return scores

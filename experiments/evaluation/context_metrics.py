@@ -20,7 +20,52 @@ from rapidfuzz import fuzz
 from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.answer_metrics import answer_tokens
 from experiments.evaluation.coroutines import run_coroutine
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.relevance import Judged
+
+PRECISION = declare(
+    "context/precision", Layer.CONTEXT, Direction.HIGHER,
+    "share of prompt chunks that cover evidence: chunks with a positive gain / chunks (the span judgement "
+    "above, so it survives chunking ablations)",
+)
+RECALL = declare(
+    "context/recall", Layer.CONTEXT, Direction.HIGHER,
+    "share of evidence units the prompt covers: units covered / units (span-based, as above)",
+)
+RAGAS_PRECISION = declare(
+    "context/ragas_precision", Layer.CONTEXT, Direction.HIGHER,
+    "RAGAS `NonLLMContextPrecisionWithReference`, with the evidence quotes as reference contexts. It "
+    "compares each whole chunk with each quote by normalised Levenshtein similarity (threshold 0.5), so a "
+    "chunk much longer than the quote scores 0 even when it contains the quote verbatim: a 330-character "
+    "chunk holding a 56-character quote gets 0 (`tests/experiments/test_context_metrics.py`), while an "
+    "85-character one gets 1. With 500-character chunks and quote-based golden sets it reads 0.000 on every "
+    "run, so it is logged to MLflow for comparison with other RAGAS users but left out of the results table "
+    "`run.py` prints, and never used as a headline metric",
+)
+RAGAS_RECALL = declare(
+    "context/ragas_recall", Layer.CONTEXT, Direction.HIGHER,
+    "RAGAS `NonLLMContextRecall` against the same quotes, by the same whole-chunk similarity: it reads low, "
+    "and is logged but not printed, for the same reason as `context/ragas_precision`",
+)
+ID_PRECISION = declare(
+    "context/id_precision", Layer.CONTEXT, Direction.HIGHER,
+    "RAGAS `IDBasedContextPrecision` on source doc ids (the ids are de-duplicated by RAGAS; the relevant ids "
+    "are the docs that hold the evidence, or `relevant_doc_ids`)",
+)
+ID_RECALL = declare(
+    "context/id_recall", Layer.CONTEXT, Direction.HIGHER, "RAGAS `IDBasedContextRecall` on the same doc ids"
+)
+TOKENS = declare(
+    "context/tokens", Layer.CONTEXT, Direction.LOWER,
+    "words in the prompt's chunks (SQuAD-normalised, jieba words for Chinese): the same count whatever the "
+    "generator's tokenizer",
+)
+REDUNDANCY = declare(
+    "context/redundancy", Layer.CONTEXT, Direction.LOWER,
+    "share of chunks that nearly repeat a higher one: whose rapidfuzz `ratio` with a higher-ranked chunk "
+    "is at least `eval.redundancy_threshold` (0.9)",
+)
+CONTEXT = (PRECISION, RECALL, RAGAS_PRECISION, RAGAS_RECALL, ID_PRECISION, ID_RECALL, TOKENS, REDUNDANCY)
 
 
 def context_tokens(docs: list[Document]) -> int:
@@ -44,24 +89,24 @@ def context_scores(
 ) -> dict[str, float]:
     """Scores of the context that reached the prompt; `judged` is its span judgement (None if unjudgeable)."""
     scores = {
-        "context/tokens": float(context_tokens(docs)),
-        "context/redundancy": redundancy(docs, redundancy_threshold),
+        TOKENS: float(context_tokens(docs)),
+        REDUNDANCY: redundancy(docs, redundancy_threshold),
     }
     if judged is not None:
-        scores["context/precision"] = sum(gain > 0 for gain in judged.gains) / len(judged.gains) if judged.gains else 0.0
-        scores["context/recall"] = sum(judged.gains) / judged.n_units
+        scores[PRECISION] = sum(gain > 0 for gain in judged.gains) / len(judged.gains) if judged.gains else 0.0
+        scores[RECALL] = sum(judged.gains) / judged.n_units
     if item.answerable and item.evidence:
         contexts = [doc.content or "" for doc in docs]
         evidence = list(item.evidence)
-        scores["context/ragas_precision"] = _ragas("NonLLMContextPrecisionWithReference", contexts, evidence)
-        scores["context/ragas_recall"] = _ragas("NonLLMContextRecall", contexts, evidence)
+        scores[RAGAS_PRECISION] = _ragas("NonLLMContextPrecisionWithReference", contexts, evidence)
+        scores[RAGAS_RECALL] = _ragas("NonLLMContextRecall", contexts, evidence)
     relevant = list(item.relevant_doc_ids) or sorted(
         {s.doc_id for spans in item.evidence_spans for s in spans} | set(item.rows)
     )
     if item.answerable and relevant:
         ids = [str(doc.meta.get("doc_id", doc.id)) for doc in docs]
-        scores["context/id_precision"] = _ragas_ids("IDBasedContextPrecision", ids, relevant)
-        scores["context/id_recall"] = _ragas_ids("IDBasedContextRecall", ids, relevant)
+        scores[ID_PRECISION] = _ragas_ids("IDBasedContextPrecision", ids, relevant)
+        scores[ID_RECALL] = _ragas_ids("IDBasedContextRecall", ids, relevant)
     return scores
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.relevance import Judged
 
@@ -40,6 +41,11 @@ DESCRIPTIONS = {
     GENERATION: "evidence in the prompt, but the answer is wrong, refused or unsupported",
     REFUSAL: "unanswerable, but the pipeline answered",
 }
+declare(
+    "diagnosis/<layer>", Layer.DIAGNOSIS, Direction.NEITHER,
+    f"questions whose first broken layer is `<layer>`, one of [these](#which-layer-broke); `diagnosis/{OK}`: "
+    "those that passed",
+)
 
 
 @dataclass(frozen=True)

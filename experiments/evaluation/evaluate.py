@@ -23,10 +23,10 @@ from tqdm import tqdm
 from components.routers.routes import CONVERSATIONAL
 from experiments.comparison.significance import mean_ci
 from experiments.datasets.golden.items import GoldenItem
-from experiments.evaluation import metric_names
 from experiments.evaluation.agent_metrics import agent_failure, agent_summary, tool_choice_scores
-from experiments.evaluation.answer_metrics import Similarity, answer_scores
-from experiments.evaluation.context_metrics import context_scores
+from experiments.evaluation.answer_metrics import ANSWER, F1, SELFCHECK, Similarity, answer_scores
+from experiments.evaluation.context_metrics import CONTEXT, RECALL, context_scores
+from experiments.evaluation.cost_metrics import cost_scores, cost_summary
 from experiments.evaluation.diagnosis import (
     OK,
     ROUTING,
@@ -36,29 +36,49 @@ from experiments.evaluation.diagnosis import (
     layer_counts,
 )
 from experiments.evaluation.grading_metrics import grading_record, grading_summary
-from experiments.evaluation.judge import Judge
+from experiments.evaluation.judge import JUDGED, Judge
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.metrics import aggregate, by_category, latency_percentiles, rank_metrics
 from experiments.evaluation.mlflow_traces import QuestionTraces
 from experiments.evaluation.query_metrics import query_scores, query_summary
 from experiments.evaluation.question_record import QuestionRecord
-from experiments.evaluation.relevance import Corpus, Judged, is_table_row, locate
+from experiments.evaluation.relevance import Corpus, Judged, unlocated_counts, unlocated_summary
 from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
 from experiments.evaluation.settings import EvalSettings
 from experiments.runs.interrupts import raise_if_interrupted
 from pipelines.built import BuiltPipeline
 from pipelines.errors import UserError
-from pipelines.instrumentation import ChatUsage, counting_chat_calls, timing_components
+from pipelines.instrumentation import counting_chat_calls, timing_components
 
 MAX_LOGGED_DOCS = 20
 # Per question, the headline views keep every rank metric; the other views (stages, named views) these, enough for
 # `experiments.comparison.compare` to test a stage such as the reranker question by question.
 VIEW_RECORD_METRICS = ("recall_at_10", "mrr_at_10", "ndcg_at_10")
-# Views whose unlocated documents are always reported (0 included); other views only when they have some.
-REPORTED_UNLOCATED = ("retrieval", "context")
 # Scores a question that retrieves nothing by design (a greeting, a question asked back) does not get.
 RETRIEVING_ONLY = ("answer/", "selfcheck/", "context/")
 _ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
+# Every run logs a bootstrap CI for these, when it has them.
+HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", RECALL, F1)
+
+QUESTIONS = declare("eval/questions", Layer.RUN, Direction.NEITHER, "golden questions asked")
+JUDGED_QUESTIONS = declare("eval/judged_questions", Layer.RUN, Direction.NEITHER,
+                           "questions judged for retrieval: unanswerable items are not judged")
+TRACED_QUESTIONS = declare("eval/traced_questions", Layer.RUN, Direction.NEITHER,
+                           "questions logged as MLflow traces ([below](#per-question-traces))")
+ITEMS_WITH_HISTORY = declare("eval/items_with_history", Layer.RUN, Direction.NEITHER,
+                             "golden items with a chat history")
+HISTORY_UNUSED = declare("eval/history_unused", Layer.RUN, Direction.NEITHER, "of those, the items whose history "
+                         "the pipeline does not read (a `rewriter=none` baseline is the usual reason)")
+declare("latency/{p50,p95}_ms", Layer.COST, Direction.LOWER, "median and 95th percentile of the time per question")
+declare("latency/<component>/{p50,p95}_ms", Layer.COST, Direction.LOWER, "the same for each component")
+declare("latency_ms", Layer.COST, Direction.LOWER, "per question: its time, end to end")
+JUDGE_FAILURES = declare("answer/judge_failures", Layer.ANSWER, Direction.NEITHER, "failed judgements (exceptions, "
+                         "schema failures, NaN): counted, never averaged in (0 failures without a judge)")
+JUDGE_FAILED = declare("answer/judge_failed", Layer.ANSWER, Direction.NEITHER,
+                       "per question: its failed judgements")
+declare("<headline>/ci95_{low,high}", Layer.RUN, Direction.NEITHER, "bootstrap 95 % CI of "
+        + ", ".join(f"`{name}`" for name in HEADLINE) + " ([below](#confidence-intervals-and-paired-tests))")
 
 
 class EvalInputError(UserError, ValueError):
@@ -118,7 +138,7 @@ def evaluate(
                 views.setdefault(view, []).append(value)
             answer = query.answer(outputs)
             layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
-            layer_scores |= (_cost(chat.take(), answer) if costs else {}) | _unlocated(ranked, corpus)
+            layer_scores |= (cost_scores(chat.take(), answer) if costs else {}) | unlocated_counts(ranked, corpus)
             if query.rewriter is not None:
                 layer_scores |= query_scores(item, outputs.get(query.rewriter, {}))
             routed = query.route(outputs) if query.route_component is not None else None
@@ -148,7 +168,7 @@ def evaluate(
                 | ({"agent_failure": why_agent} if why_agent else {}),
             ))
     metrics = _summarise(query, golden, settings, views, latencies, component_ms, records, costs)
-    metrics["eval/traced_questions"] = len(traces.trace_ids)
+    metrics[TRACED_QUESTIONS] = len(traces.trace_ids)
     return Evaluation(metrics, records, time.perf_counter() - start)
 
 
@@ -198,24 +218,9 @@ def _input_summary(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> dict[s
     with_history = sum(bool(item.history) for item in golden)
     if not with_history:
         return {}
-    return {"eval/items_with_history": float(with_history), "eval/history_unused": float(
+    return {ITEMS_WITH_HISTORY: float(with_history), HISTORY_UNUSED: float(
         0 if "history" in query.inputs else with_history
     )}
-
-
-def _unlocated(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> dict[str, float]:
-    """Documents of each view that carry no span and whose text is nowhere in the corpus (scored non-relevant);
-    table rows are judged by their id instead."""
-    counts = {view: sum(locate(doc, corpus) is None and not is_table_row(doc) for doc in docs)
-              for view, docs in ranked.items()}
-    return {
-        f"{view}/unlocated_documents": float(n) for view, n in counts.items() if n or view in REPORTED_UNLOCATED
-    }
-
-
-def _unlocated_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
-    names = {key for record in records for key in record.scores if key.endswith("/unlocated_documents")}
-    return {name: float(sum(_values(records, name))) for name in sorted(names)}
 
 
 def _first_broken_layer(
@@ -257,21 +262,8 @@ def _apply_judge(
         return {}
     judgement = judge.judge(item.question, answer.data or "", [doc.content or "" for doc in context])
     scores |= judgement.scores
-    scores["answer/judge_failed"] = float(len(judgement.errors))
+    scores[JUDGE_FAILED] = float(len(judgement.errors))
     return judgement.errors
-
-
-def _cost(traced: ChatUsage, answer: GeneratedAnswer | None) -> dict[str, float]:
-    """Traced chat-generator calls and their tokens, plus what an answerer that calls a model outside a chat
-    generator reports as `usage.llm_calls` (with its tokens): the span answerer does."""
-    reported = (answer.meta.get("usage") or {}) if answer is not None else {}
-    untraced = int(reported.get("llm_calls", 0))
-    own = (lambda key: int(reported.get(key, 0))) if "llm_calls" in reported else (lambda key: 0)
-    return {
-        "cost/llm_calls": float(traced.calls + untraced),
-        "cost/prompt_tokens": float(traced.prompt_tokens + own("prompt_tokens")),
-        "cost/completion_tokens": float(traced.completion_tokens + own("completion_tokens")),
-    }
 
 
 def evidence_doc_ids(item: GoldenItem) -> set[str]:
@@ -350,13 +342,13 @@ def _summarise(
         metrics |= {f"{view}/{name}": value for name, value in aggregate(judged).items()}
     judged_items = [(item, m) for item, m in zip(golden, views["retrieval"], strict=True) if m is not None]
     metrics |= by_category([i for i, _ in judged_items], [m for _, m in judged_items], "retrieval")
-    metrics["eval/questions"] = len(golden)
-    metrics["eval/judged_questions"] = len(judged_items)
+    metrics[QUESTIONS] = len(golden)
+    metrics[JUDGED_QUESTIONS] = len(judged_items)
     metrics |= latency_percentiles("latency", latencies)
     for component, values in component_ms.items():
         metrics |= latency_percentiles(f"latency/{component}", values)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
-    metrics |= _input_summary(query, golden) | _unlocated_summary(records)
+    metrics |= _input_summary(query, golden) | unlocated_summary(records)
     metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
     metrics |= layer_counts([record.layer for record in records])
     return metrics | _intervals(records, settings.confidence)
@@ -364,17 +356,14 @@ def _summarise(
 
 def _layer_summary(records: Sequence[QuestionRecord], has_answer: bool, costs: bool) -> dict[str, float]:
     """Context and answer means; cost where a model may be called (an answer stage, or an LLM on the query side)."""
-    metrics = {name: value for name in metric_names.CONTEXT if (value := _mean(records, name)) is not None}
+    metrics = {name: value for name in CONTEXT if (value := _mean(records, name)) is not None}
     if not costs:
         return metrics
-    metrics["cost/llm_calls_per_question"] = _mean(records, "cost/llm_calls") or 0.0
-    metrics["cost/prompt_tokens_per_question"] = _mean(records, "cost/prompt_tokens") or 0.0
-    metrics["cost/completion_tokens_per_question"] = _mean(records, "cost/completion_tokens") or 0.0
+    metrics |= cost_summary(records)
     if not has_answer:
         return metrics
-    answer_names = (*metric_names.ANSWER, *metric_names.SELFCHECK)
-    metrics |= {name: value for name, value in ((n, _mean(records, n)) for n in answer_names) if value is not None}
-    metrics["answer/judge_failures"] = float(sum(r.score("answer/judge_failed") or 0.0 for r in records))
+    metrics |= {name: value for name in (*ANSWER, *JUDGED, *SELFCHECK) if (value := _mean(records, name)) is not None}
+    metrics[JUDGE_FAILURES] = float(sum(r.score(JUDGE_FAILED) or 0.0 for r in records))
     return metrics | agent_summary([{k: float(v) for k, v in r.scores.items() if isinstance(v, int | float)}
                                     for r in records])
 
@@ -391,7 +380,7 @@ def _mean(records: Sequence[QuestionRecord], name: str) -> float | None:
 def _intervals(records: Sequence[QuestionRecord], confidence: float) -> dict[str, float]:
     """Bootstrap CI of the mean for each headline metric, over the questions that have it."""
     metrics = {}
-    for name in metric_names.HEADLINE:
+    for name in HEADLINE:
         if values := _values(records, name):
             interval = mean_ci(values, confidence)
             metrics |= {f"{name}/ci95_low": interval.low, f"{name}/ci95_high": interval.high}

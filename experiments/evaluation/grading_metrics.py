@@ -12,7 +12,18 @@ from typing import Any
 
 from components.crag.crag_evaluator import LABELS
 from components.routers.routes import CONVERSATIONAL
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.question_record import QuestionRecord
+
+LABEL_ACCURACY = declare(
+    "crag/label_accuracy", Layer.GRADING, Direction.HIGHER,
+    "`pipeline=crag`: an answerable question graded correct or ambiguous, an unanswerable one incorrect, "
+    "over the questions that retrieve",
+)
+declare(
+    "crag/label_{" + ",".join(LABELS) + "}_rate", Layer.GRADING, Direction.NEITHER,
+    "the share of those questions given each label",
+)
 
 
 def grading_record(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -32,5 +43,5 @@ def grading_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
     labels = [r.extras["crag_label"] for r in rows]
     metrics = {f"crag/label_{label}_rate": labels.count(label) / len(rows) for label in LABELS}
     right = [(label == "incorrect") != bool(r.answerable) for r, label in zip(rows, labels, strict=True)]
-    metrics["crag/label_accuracy"] = sum(right) / len(rows)
+    metrics[LABEL_ACCURACY] = sum(right) / len(rows)
     return metrics

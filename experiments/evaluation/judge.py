@@ -14,10 +14,25 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from experiments.evaluation.coroutines import run_coroutine
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.settings import JudgeSettings
 from pipelines.models import check_endpoint
 
 Scorer = Callable[..., Awaitable[Any]]
+
+FAITHFULNESS = declare(
+    "answer/faithfulness",
+    Layer.ANSWER,
+    Direction.HIGHER,
+    "RAGAS `Faithfulness`, LLM-judged, only with `eval/judge=...`: averaged over the judgements that succeeded",
+)
+RESPONSE_RELEVANCY = declare(
+    "answer/response_relevancy",
+    Layer.ANSWER,
+    Direction.HIGHER,
+    "RAGAS `AnswerRelevancy`, LLM-judged the same way",
+)
+JUDGED = (FAITHFULNESS, RESPONSE_RELEVANCY)
 
 
 @dataclass
@@ -81,6 +96,6 @@ def openai_compatible_judge(settings: JudgeSettings, embeddings: Any) -> Judge:
         return await relevancy.ascore(user_input=user_input, response=response)
 
     return Judge(
-        {"answer/faithfulness": faithfulness.ascore, "answer/response_relevancy": relevancy_score},
+        {FAITHFULNESS: faithfulness.ascore, RESPONSE_RELEVANCY: relevancy_score},
         identity=f"openai-compatible:{settings.model}@{settings.base_url}",
     )

@@ -13,9 +13,45 @@ from collections.abc import Sequence
 import numpy as np
 
 from experiments.datasets.golden.items import GoldenItem
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.relevance import Judged
 
 METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
+_AT_K = "{" + ",".join(METRICS) + "}_at_<k>"
+declare(
+    f"retrieval/{_AT_K}",
+    Layer.RETRIEVAL,
+    Direction.HIGHER,
+    "mean over the judged questions of the pipeline's final ranking (its `retrieval_output`), `k` from "
+    "`eval.ks`: the [formulas](#formulas)",
+)
+declare(
+    f"context/{_AT_K}",
+    Layer.RETRIEVAL,
+    Direction.HIGHER,
+    "the same on its `context_output`, the context handed to the generator",
+)
+declare(
+    f"stage/<component>/{_AT_K}",
+    Layer.RETRIEVAL,
+    Direction.HIGHER,
+    "the same on every component that outputs documents; per question (`per_question.jsonl`) only "
+    "`recall_at_10`, `mrr_at_10` and `ndcg_at_10`",
+)
+declare(
+    f"<view>/{_AT_K}",
+    Layer.RETRIEVAL,
+    Direction.HIGHER,
+    "the same for a view the pipeline names under `views`",
+)
+declare(
+    f"retrieval/{_AT_K}/cat/<category>",
+    Layer.RETRIEVAL,
+    Direction.HIGHER,
+    "mean over the judged items of one category (`none` when the item has none). Characters MLflow rejects in a "
+    "category (and `/`) become `_` in the name; two categories that end up with the same name are an error "
+    "rather than being merged",
+)
 _UNSAFE_NAME = re.compile(r"[^\w.\- ]")  # MLflow metric names allow \w . - space and "/" (kept for levels)
 
 # _IDEAL[n] = sum_{j=1..n} 1/log2(j+1): the DCG of n relevant units at ranks 1..n

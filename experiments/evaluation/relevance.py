@@ -17,6 +17,17 @@ from dataclasses import dataclass
 from haystack import Document
 
 from experiments.datasets.golden.items import ROW_ID, GoldenItem
+from experiments.evaluation.metric_registry import Direction, Layer, declare
+from experiments.evaluation.question_record import QuestionRecord
+
+UNLOCATED = "unlocated_documents"
+declare(
+    f"<view>/{UNLOCATED}", Layer.RETRIEVAL, Direction.NEITHER,
+    "documents of a view without a span whose text is nowhere in the corpus (scored non-relevant), summed over "
+    "questions; logged for `retrieval` and `context` always, for other views when they have some",
+)
+# Views whose unlocated documents are always reported (0 included); other views only when they have some.
+REPORTED_UNLOCATED = ("retrieval", "context")
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,20 @@ def locate(doc: Document, corpus: Corpus | None) -> Location | None:
 def is_table_row(doc: Document) -> bool:
     """A row the agent's sql_query tool returned (doc_id sql:<table>/<key>): judged by its id, not its text."""
     return isinstance(doc.meta.get("doc_id"), str) and ROW_ID.fullmatch(doc.meta["doc_id"]) is not None
+
+
+def unlocated_counts(ranked: Mapping[str, list[Document]], corpus: Corpus | None) -> dict[str, float]:
+    """Documents of each view that carry no span and whose text is nowhere in the corpus (scored non-relevant);
+    table rows are judged by their id instead."""
+    counts = {view: sum(locate(doc, corpus) is None and not is_table_row(doc) for doc in docs)
+              for view, docs in ranked.items()}
+    return {f"{view}/{UNLOCATED}": float(n) for view, n in counts.items() if n or view in REPORTED_UNLOCATED}
+
+
+def unlocated_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
+    """The unlocated documents of each view, summed over the questions."""
+    names = sorted({key for record in records for key in record.scores if key.endswith(f"/{UNLOCATED}")})
+    return {name: float(sum(v for record in records if (v := record.score(name)) is not None)) for name in names}
 
 
 def judge(

@@ -9,27 +9,27 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from experiments.evaluation import metric_names
+from experiments.comparison.significance import ci_note
+from experiments.evaluation.agent_metrics import STEPS_PER_QUESTION, TOOL_CHOICE_ACCURACY
+from experiments.evaluation.answer_metrics import ANSWER, SELFCHECK
+from experiments.evaluation.context_metrics import CONTEXT, RAGAS_PRECISION, RAGAS_RECALL
+from experiments.evaluation.cost_metrics import COST
+from experiments.evaluation.evaluate import JUDGE_FAILURES
+from experiments.evaluation.grading_metrics import LABEL_ACCURACY
+from experiments.evaluation.judge import JUDGED
+from experiments.evaluation.query_metrics import QUERY
+from experiments.evaluation.routing_metrics import ROUTER_ACCURACY
 
 RANK_METRICS = ("hit", "recall", "precision", "mrr", "map", "ndcg")
 # RAGAS's non-LLM context metrics compare whole chunks with short quotes and read 0 by construction on quote-based
 # golden sets (docs/metrics.md): logged for parity with RAGAS users, left out of the printed table.
-NOT_PRINTED = frozenset({"context/ragas_precision", "context/ragas_recall"})
-# Below this many questions a bootstrap interval is no measure of uncertainty (one question gives [1.0, 1.0]).
-MIN_CI_QUESTIONS = 10
+NOT_PRINTED = frozenset({RAGAS_PRECISION, RAGAS_RECALL})
+# Printed with the layers when a run has them: the router (pipeline=adaptive), the CRAG grader (pipeline=crag) and
+# the agent (pipeline=agentic).
+CONTROL = (ROUTER_ACCURACY, LABEL_ACCURACY, TOOL_CHOICE_ACCURACY, STEPS_PER_QUESTION)
 LAYER_METRICS = tuple(
-    m
-    for m in (*metric_names.QUERY, *metric_names.CONTEXT, *metric_names.ANSWER, "answer/judge_failures", *metric_names.SELFCHECK,
-              *metric_names.CONTROL, *metric_names.COST)
-    if m not in NOT_PRINTED
+    m for m in (*QUERY, *CONTEXT, *ANSWER, *JUDGED, JUDGE_FAILURES, *SELFCHECK, *CONTROL, *COST) if m not in NOT_PRINTED
 )
-
-
-def ci_note(questions: int) -> str | None:
-    """Why the confidence intervals over `questions` questions mean nothing, or None when they do."""
-    if questions >= MIN_CI_QUESTIONS:
-        return None
-    return f"CI not meaningful: {questions} question{'s' if questions != 1 else ''}, fewer than {MIN_CI_QUESTIONS}"
 
 
 def console() -> Console:

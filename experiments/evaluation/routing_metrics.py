@@ -15,10 +15,34 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from components.routers.routes import CONVERSATIONAL, ROUTES
+from experiments.evaluation.cost_metrics import COSTS
+from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.metrics import latency_percentiles
 from experiments.evaluation.question_record import QuestionRecord
 
-COSTS = ("cost/llm_calls", "cost/prompt_tokens", "cost/completion_tokens")
+ROUTER_ACCURACY = declare(
+    "router/accuracy", Layer.ROUTING, Direction.HIGHER,
+    "`pipeline=adaptive`: the share of questions with a golden `route` that took it (with a confusion "
+    "matrix, `router_confusion.csv` and `.png`)",
+)
+LABELLED_QUESTIONS = declare(
+    "router/labelled_questions", Layer.ROUTING, Direction.NEITHER, "the questions `router/accuracy` is over"
+)
+declare(
+    "route/<route>_rate", Layer.ROUTING, Direction.NEITHER,
+    "the share of routed questions that took each route, for any pipeline with a route component (crag's "
+    "correct/ambiguous/incorrect too)",
+)
+declare(
+    "cost/{llm_calls,prompt_tokens,completion_tokens}_per_question/route/<route>",
+    Layer.ROUTING,
+    Direction.LOWER,
+    "what the questions that took each route cost (as `cost/llm_calls_per_question` ...)",
+)
+declare(
+    "latency/route/<route>/{p50,p95}_ms", Layer.ROUTING, Direction.LOWER,
+    "the time per question of the questions that took each route",
+)
 
 
 def routed_wrong(expected: str | None, routed: str | None) -> bool:
@@ -47,8 +71,8 @@ def routing_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
         metrics |= latency_percentiles(f"latency/route/{route}", [r.latency_ms for r in rows])
     labelled = _labelled(records)
     if labelled:
-        metrics["router/accuracy"] = sum(expected == routed for expected, routed in labelled) / len(labelled)
-        metrics["router/labelled_questions"] = float(len(labelled))
+        metrics[ROUTER_ACCURACY] = sum(expected == routed for expected, routed in labelled) / len(labelled)
+        metrics[LABELLED_QUESTIONS] = float(len(labelled))
     return metrics
 
 

@@ -23,13 +23,15 @@ from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 from omegaconf import DictConfig, OmegaConf
 
 from components.common.pass_through import PassThrough
+from experiments.comparison.significance import ci_note
 from experiments.datasets import Dataset
 from experiments.datasets.golden.items import GoldenItem
 from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
 from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
 from experiments.evaluation.judge import openai_compatible_judge
-from experiments.evaluation.report import ci_note, print_results, print_skipped_files
+from experiments.evaluation.metric_registry import Direction, Layer, declare
+from experiments.evaluation.report import print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.runs.config import register_config, validate
 from experiments.runs.identities import identity_tags, slot_models
@@ -85,6 +87,22 @@ from pipelines.views import STAGE_PREFIX
 UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
 # Evidence documents per filtered lookup: at the 400-chunk documents of a long PDF corpus, 16 stay under 9,999.
 EVIDENCE_BATCH = 16
+
+INDEX_SECONDS = declare("time/index_seconds", Layer.RUN, Direction.NEITHER,
+                        "building or loading the index, with the warm-up of the components that read it")
+MODEL_LOAD_SECONDS = declare("time/model_load_seconds", Layer.RUN, Direction.NEITHER,
+                             "warming up the other components (loading their models)")
+EVAL_SECONDS = declare("time/eval_seconds", Layer.RUN, Direction.NEITHER,
+                       "answering and scoring the golden set")
+CACHE_HIT = declare("index/cache_hit", Layer.RUN, Direction.NEITHER,
+                    "1 when the index came from the snapshot cache")
+CHUNKS = declare("index/chunks", Layer.RUN, Direction.NEITHER, "chunks in the index")
+declare("index/{reused,ingested,removed}_documents", Layer.RUN, Direction.NEITHER,
+        "after an incremental update of an earlier index: the documents kept, split and embedded again, and "
+        "dropped ([pipelines](pipelines.md#ingestion-and-the-index-cache))")
+SKIPPED_FILES = declare("dataset/skipped_files", Layer.RUN, Direction.NEITHER,
+                        "corpus files that could not be converted and were not indexed, each with its reason in "
+                        "`skipped_files.json` ([datasets](datasets.md#local-corpora))")
 
 
 @dataclass(frozen=True)
@@ -203,13 +221,13 @@ def _run(run: RunSettings, job_dir: Path, run_id: str, experiment: str) -> dict[
     corpus = {doc.id: doc.content or "" for doc in dataset.documents}
     result = evaluate(query, dataset.golden, settings, evidence_chunks(store, dataset.golden), similarity, judge, corpus=corpus)
     metrics = result.metrics | {
-        "time/index_seconds": index_seconds,
-        "time/model_load_seconds": sum(s for name, s in warm_up.items() if name not in reads_index),
-        "time/eval_seconds": result.seconds,
-        "index/cache_hit": float(index.cache_hit),
-        "index/chunks": float(index.chunks),
+        INDEX_SECONDS: index_seconds,
+        MODEL_LOAD_SECONDS: sum(s for name, s in warm_up.items() if name not in reads_index),
+        EVAL_SECONDS: result.seconds,
+        CACHE_HIT: float(index.cache_hit),
+        CHUNKS: float(index.chunks),
         **{f"index/{name}": float(count) for name, count in (index.update.counts() if index.update else {}).items()},
-        "dataset/skipped_files": float(len(dataset.skipped_files)),
+        SKIPPED_FILES: float(len(dataset.skipped_files)),
     }
     mlflow.log_metrics(metrics)
     if note := ci_note(int(metrics["eval/judged_questions"])):

@@ -24,10 +24,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from experiments.comparison.significance import Interval, PairedComparison, mean_ci, paired
+from experiments.comparison.significance import Interval, PairedComparison, ci_note, mean_ci, paired
 from experiments.datasets.holdout import USE_KEY as HOLDOUT_KEY
 from experiments.evaluation.question_record import QuestionRecord
-from experiments.evaluation.report import ci_note
 from experiments.runs.interrupts import Interrupted
 from experiments.tuning.search_space import SearchSpace
 from pipelines.errors import ConfigError
