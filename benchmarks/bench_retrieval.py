@@ -48,6 +48,7 @@ from omegaconf import OmegaConf
 from benchmarks.common import cores, percentiles, timed
 from components.common.paths import cache_root
 from experiments.datasets import load_dataset
+from experiments.datasets.settings import dataset_settings
 from experiments.runs.config import compose as compose_config
 from pipelines.builder import build_pipeline
 from pipelines.index import ingest_spec
@@ -205,7 +206,7 @@ def raw_encoder(cfg):  # noqa: ANN001, ANN201
 
 def demo_documents(overrides: tuple[str, ...]) -> list[Document]:
     cfg = compose_config(overrides)
-    return load_dataset(cfg.dataset, Path(cfg.paths.cache)).documents
+    return load_dataset(dataset_settings(cfg.dataset), Path(cfg.paths.cache)).documents
 
 
 def bench_cache() -> dict:

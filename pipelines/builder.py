@@ -12,7 +12,6 @@ from typing import Any
 
 from haystack import Pipeline
 from haystack.core.errors import PipelineConnectError
-from omegaconf import DictConfig
 
 from components.common import llama_log
 from pipelines import haystack_compat
@@ -23,6 +22,7 @@ from pipelines.spec import (
     GOLDEN_INPUTS,
     SPEC_KEYS,
     PipelineConfigError,
+    PipelineSpec,
     flat_connections,
     is_none,
     parse_connection,
@@ -41,7 +41,7 @@ from pipelines.views import check_answer_output, check_socket, pipeline_views
 
 
 def build_pipeline(
-    spec: DictConfig | Mapping[str, Any],
+    spec: PipelineSpec | Mapping[str, Any],
     resources: Mapping[str, Any] | None = None,
     key: str = "pipeline",
     input_names: Sequence[str] | None = None,
@@ -121,7 +121,7 @@ def build_pipeline(
     )
 
 
-def reads_embeddings(spec: DictConfig | Mapping[str, Any], key: str = "pipeline") -> bool:
+def reads_embeddings(spec: PipelineSpec | Mapping[str, Any], key: str = "pipeline") -> bool:
     """Whether a component of the pipeline takes a `query_embedding`: only then does its index need vectors.
 
     Decided from the config, before the index (whose fingerprint depends on it) exists.

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from haystack.utils.type_serialization import deserialize_type
-from omegaconf import DictConfig
 
 from pipelines.errors import UserError
 from pipelines.spec import PipelineConfigError, to_container
@@ -21,7 +20,7 @@ from pipelines.spec import PipelineConfigError, to_container
 TYPE_KEYS = {"output_type", "type_"}
 
 
-def instantiate_component(cfg: DictConfig | Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
+def instantiate_component(cfg: Mapping[str, Any], key: str, resources: Mapping[str, Any]) -> Any:
     """Builds one component from `_target_` + params; used by the builder and for stand-alone stores."""
     return instantiate(to_container(cfg, key), key, dict(resources))
 

@@ -125,7 +125,7 @@ class Socket:
         return f"{self.component}.{self.name}"
 
 
-def to_container(spec: PipelineSpec | DictConfig | Mapping[str, Any], key: str) -> dict[str, Any]:
+def to_container(spec: PipelineSpec | Mapping[str, Any], key: str) -> dict[str, Any]:
     """Plain data, choices (a config record's Enums) as their strings: components and their to_dict see no Enum."""
     if isinstance(spec, PipelineSpec):
         return plain(spec.to_mapping())

@@ -29,7 +29,7 @@ import mlflow
 from mlflow.entities import Run
 from mlflow.models import Model
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from experiments.runs.config import PROJECT_DIR, register_config, validate
 from experiments.runs.portable import project_files, relocated
@@ -98,7 +98,7 @@ def write_bundle(client: MlflowClient, run: Run, out: Path) -> dict[str, Any]:
     if ACCESS_FILE in logged:
         shutil.copy2(client.download_artifacts(run_id, ACCESS_FILE), out / ACCESS_FILE)
     else:  # a run logged before runs recorded access: read it from the snapshot it served
-        snapshot_access(index, _meta_file_digest(OmegaConf.create(resolved))).write(out / ACCESS_FILE)
+        snapshot_access(index, _meta_file_digest(OmegaConf.select(OmegaConf.create(resolved), "dataset.meta_file"))).write(out / ACCESS_FILE)
     prefix = MODEL_TAG_PREFIX
     models = {key.removeprefix(prefix): value for key, value in run.data.tags.items() if key.startswith(prefix)}
     identities = {
@@ -151,8 +151,7 @@ def snapshot_access(index: Path, meta_file: str | None = None) -> IndexAccess:
     return IndexAccess.of(((chunk.meta.get("doc_id", chunk.id), chunk.meta) for chunk in chunks), meta_file)
 
 
-def _meta_file_digest(cfg: DictConfig) -> str | None:
-    meta_file = OmegaConf.select(cfg, "dataset.meta_file")
+def _meta_file_digest(meta_file: str | None) -> str | None:
     return file_digest(Path(meta_file)) if meta_file and Path(meta_file).is_file() else None
 
 

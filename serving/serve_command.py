@@ -11,8 +11,6 @@ import re
 import sys
 import threading
 
-from omegaconf import DictConfig
-
 from pipelines.errors import ConfigError
 from serving.bundle import download_bundle
 from serving.http.app import create_app
@@ -24,10 +22,11 @@ from serving.served_pipeline import ServedPipeline
 from serving.settings import ServeSettings, compose_serve, serve_settings
 
 
-def model_uri(cfg: DictConfig) -> str:
-    if (cfg.model is None) == (cfg.run is None):
+def model_uri(model: str | None, run: str | None) -> str:
+    """The served model's URI from conf/serve.yaml's `model` or `run` (exactly one)."""
+    if (model is None) == (run is None):
         raise ConfigError("config keys 'model' / 'run': give one, e.g. model=models:/NAME@production or run=RUN_ID")
-    return str(cfg.model) if cfg.model is not None else f"runs:/{cfg.run}/ragtune"
+    return str(model) if model is not None else f"runs:/{run}/ragtune"
 
 
 def variants_of(uri: str, serve: ServeSettings) -> tuple[list[Variant], Variant | None]:
@@ -62,7 +61,7 @@ def main(argv: list[str]) -> int:
     for noisy in ("haystack", "sentence_transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cfg = compose_serve(argv)
-    uri, serve = model_uri(cfg), serve_settings(cfg)
+    uri, serve = model_uri(cfg.model, cfg.run), serve_settings(cfg)
     authenticate = authenticator(serve)
     connect(cfg.mlflow.tracking_uri)
     served, shadow = variants_of(uri, serve)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig
 
 from experiments.runs.config import compose, typed
-from experiments.runs.settings import MlflowSettings, choices
+from experiments.runs.settings import MlflowSettings
+from pipelines.choices import choices
 from pipelines.errors import ConfigError, require
 
 # `mlflow models serve` runs the pyfunc model with no arguments: its serve.* overrides come from here.

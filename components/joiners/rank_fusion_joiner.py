@@ -47,7 +47,7 @@ def _checked_paths(paths: Any) -> list[str]:
     return paths
 
 
-def _check_settings(
+def check_fusion_settings(
     mode: str,
     rrf_k: float,
     unfit_weight: float,
@@ -56,7 +56,8 @@ def _check_settings(
     confidence: str | None,
     confidence_strength: float,
 ) -> None:
-    """The joiner's scalar settings, each checked against its range so a bad value fails when the pipeline builds."""
+    """The joiner's scalar settings, each checked against its range so a bad value fails when the pipeline builds
+    (and, through retriever.fusion's record, when a run's config is validated)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
     if rrf_k <= 0:
@@ -185,7 +186,7 @@ class RankFusionJoiner:
         :param confidence_strength: Exponent (>= 0) of that scaling; 0 keeps the static weights.
         """
         paths = _checked_paths(paths)
-        _check_settings(mode, rrf_k, unfit_weight, agreement_bonus, top_k, confidence, confidence_strength)
+        check_fusion_settings(mode, rrf_k, unfit_weight, agreement_bonus, top_k, confidence, confidence_strength)
         _check_per_path(paths, weights, min_scores, path_languages)
         self.paths = paths
         self.mode = mode

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from experiments.datasets.base import Dataset, DatasetError
 from experiments.datasets.beir import load_beir
 from experiments.datasets.demo import load_demo
@@ -29,7 +27,7 @@ from pipelines.conversion import Conversion
 __all__ = ["KINDS", "Dataset", "DatasetError", "load_dataset"]
 
 
-def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Dataset:
+def load_dataset(cfg: DatasetSettings | Mapping[str, Any], cache_dir: Path) -> Dataset:
     """The data set `cfg` (Hydra's `dataset` section, or a mapping written by hand) names, by its `kind`; `cache_dir`
     holds downloads (only halueval needs one)."""
     settings = dataset_settings(cfg)
@@ -38,7 +36,7 @@ def load_dataset(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Datase
     return holdout(dataset, settings.holdout)
 
 
-def corpus_documents(cfg: DictConfig | Mapping[str, Any], cache_dir: Path) -> Conversion:
+def corpus_documents(cfg: DatasetSettings | Mapping[str, Any], cache_dir: Path) -> Conversion:
     """The documents of a data set and the files skipped, without its golden set: a local corpus needs none
     (`ragtune testset`)."""
     settings = dataset_settings(cfg)

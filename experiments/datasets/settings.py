@@ -17,24 +17,24 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from components.common.text import LANGUAGES
 from experiments.datasets.base import DatasetError
+from pipelines.choices import choices
 from pipelines.conversion import AUTO_ENCODING
 
 DEMO_SUBSETS = ("en", "zh")
-HOLDOUT_PARTS = ("all", "dev", "test")
+HoldoutPart = choices("HoldoutPart", ("all", "dev", "test"))
+Language = choices("Language", LANGUAGES)
 
 
 @dataclass
 class HoldoutSettings:
     # all: every golden question; dev: the part a search tunes on; test: the questions it never sees, to report on.
-    use: str = "all"
+    use: HoldoutPart = HoldoutPart.all  # type: ignore[valid-type,attr-defined]
     # The share of the questions in the test part, kept in each category, language and answerability.
     test_share: float = 0.3
     # The split's seed: the same seed and ids give the same parts on every machine.
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.use not in HOLDOUT_PARTS:
-            raise DatasetError(f"dataset.holdout.use: must be one of {', '.join(HOLDOUT_PARTS)}, got {self.use!r}")
         if not 0 < self.test_share < 1:
             raise DatasetError(f"dataset.holdout.test_share: must be in (0, 1), got {self.test_share!r}")
 
@@ -45,8 +45,8 @@ class DatasetSettings:
     name: str = MISSING
     # demo | local | beir | halueval: which loader reads it.
     kind: str = MISSING
-    # auto (detected from the corpus) | en | zh | mixed: picks tokenisers, prompts and refusals.
-    language: str = "auto"
+    # auto: detected from the corpus. Picks tokenisers, prompts and refusals.
+    language: Language = Language.auto  # type: ignore[valid-type,attr-defined]
     # Dev and test parts of the golden set (experiments/datasets/holdout.py).
     holdout: HoldoutSettings = field(default_factory=HoldoutSettings)
     # A SQLite file or .sql script with the data set's tables, for pipeline=agentic's read-only sql_query tool
@@ -54,8 +54,7 @@ class DatasetSettings:
     sql: str | None = None
 
     def __post_init__(self) -> None:
-        if self.language not in LANGUAGES:
-            raise DatasetError(f"dataset.language: must be one of {', '.join(LANGUAGES)}, got {self.language!r}")
+        """Each kind checks its own values (the Enums above are checked by OmegaConf)."""
 
 
 @dataclass
@@ -138,7 +137,7 @@ class BeirDataset(DatasetSettings):
 class HaluEvalDataset(DatasetSettings):
     name: str = "halueval"
     kind: str = "halueval"
-    language: str = "en"
+    language: Language = Language.en  # type: ignore[valid-type,attr-defined]
     # Questions evaluated, a seeded sample of HaluEval-QA's 10,000; null: all.
     sample: int | None = 200
     # The sample's seed.

@@ -230,11 +230,12 @@ def main(argv: Sequence[str]) -> int:
         parser.error(f"--unanswerable must be in [0, 1), got {args.unanswerable}")
     check_output_file(args.out, args.force)
     from experiments.datasets import corpus_documents
+    from experiments.datasets.settings import dataset_settings
     from experiments.runs.config import compose
 
     cfg = compose(args.overrides)
     writer = llm_writer(cfg.models.chat) if args.generator == "llm" else None
-    documents, skipped = corpus_documents(cfg.dataset, Path(cfg.paths.cache))
+    documents, skipped = corpus_documents(dataset_settings(cfg.dataset), Path(cfg.paths.cache))
     for doc_id, reason in skipped.items():
         print(f"skipped {doc_id}: {reason}", file=sys.stderr)
     drafted = None

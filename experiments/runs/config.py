@@ -24,7 +24,6 @@ from experiments.runs.run_settings import RunSettings
 from experiments.runs.settings import (
     STORE_KINDS,
     CragSettings,
-    FusionSettings,
     IngestSettings,
     MlflowSettings,
     RetrieverSettings,
@@ -155,7 +154,6 @@ def validate(cfg: DictConfig) -> RunSettings:
     )
     _check_order_is_read(cfg)
     _check_selfcheck(settings)
-    _check_fusion(settings.retriever.fusion)
     _warn_ks_beyond_depth(settings.eval.ks, settings.retriever.top_k)
     return settings
 
@@ -167,11 +165,6 @@ def _objective(objective: Any, ks: list[int]) -> str:
     _require(cutoff is None or int(cutoff[1]) in ks, "objective",
              f"{objective} is logged only when eval.ks holds {cutoff[1] if cutoff else ''}; eval.ks is {ks}")
     return objective
-
-
-def _check_fusion(fusion: FusionSettings) -> None:
-    _require(fusion.agreement_bonus >= 0, "retriever.fusion.agreement_bonus", "must be >= 0")
-    _require(fusion.rrf_k > 0, "retriever.fusion.rrf_k", "must be > 0")
 
 
 def _record_of_kind(key: str, kind: str) -> type:

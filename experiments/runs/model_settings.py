@@ -12,6 +12,11 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from components.common.response_formats import SCHEMA_FORMATS
+from pipelines.choices import choices
+
+SchemaFormat = choices("SchemaFormat", SCHEMA_FORMATS)
+
 
 @dataclass
 class EmbedderFusion:
@@ -92,7 +97,7 @@ class ChatEndpoint:
     max_retries: int = 3
     # How the server takes a JSON schema: json_schema (OpenAI, vLLM, SGLang, Ollama, llama.cpp's server) |
     # json_object_schema (llama-cpp-python's server) | json_object (JSON mode only, e.g. DeepSeek).
-    schema_format: str = "json_schema"
+    schema_format: SchemaFormat = SchemaFormat.json_schema  # type: ignore[valid-type,attr-defined]
 
 
 @dataclass

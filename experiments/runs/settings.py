@@ -7,22 +7,15 @@ what it means; docs/config.md is generated from these and the YAML files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from omegaconf import MISSING
 
-from components.joiners.rank_fusion_joiner import CONFIDENCE_SIGNALS, MODES
+from components.joiners.rank_fusion_joiner import CONFIDENCE_SIGNALS, MODES, check_fusion_settings
 from components.retrievers.bm25_retriever import METHODS
-from pipelines.errors import require
+from pipelines.choices import choices
+from pipelines.errors import ConfigError, require
 from pipelines.fusion_fit import KINDS as FIT_KINDS
-
-
-def choices(name: str, values: tuple[str, ...] | list[str]) -> type[StrEnum]:
-    """An Enum of a component's own choices, so a config value is checked against the list the component keeps:
-    OmegaConf refuses anything else while Hydra composes, naming the key and the valid values."""
-    return StrEnum(name, [(value, value) for value in values])  # type: ignore[return-value]
-
 
 Bm25Method = choices("Bm25Method", METHODS)
 FusionMode = choices("FusionMode", list(MODES))
@@ -74,6 +67,15 @@ class FusionSettings:
     fit: FusionFitMode | None = None
     # The pseudo-queries: sentence (a chunk's longest sentence) | half (its first half).
     fit_queries: FitQueries = FitQueries.sentence  # type: ignore[valid-type,attr-defined]
+
+    def check(self) -> None:
+        """The joiner's own checks, run before anything is built so that the error names the config key."""
+        try:
+            check_fusion_settings(self.mode, self.rrf_k, self.unfit_weight, self.agreement_bonus, None,
+                                  self.confidence, self.confidence_strength)
+        except ValueError as e:
+            parameter, _, rule = str(e).partition(" ")
+            raise ConfigError(f"config key 'retriever.fusion.{parameter}': {rule}") from None
 
 
 @dataclass

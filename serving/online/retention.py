@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     cfg = compose_serve(args.overrides)
     serve = serve_settings(cfg)
     connect(cfg.mlflow.tracking_uri)
-    name = experiment_name(model_uri(cfg), serve.trace_experiment)
+    name = experiment_name(model_uri(cfg.model, cfg.run), serve.trace_experiment)
     found = mlflow.MlflowClient().get_experiment_by_name(name)
     if found is None:
         raise UserError(f"experiment {name!r} does not exist: no traces of this model were recorded")

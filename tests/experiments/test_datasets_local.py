@@ -105,7 +105,7 @@ def test_local_golden_problems_surface(local):
         ({"golden": "???"}, "dataset.golden: required for dataset.kind='local'"),
         ({"corpus_dir": None}, "dataset.corpus_dir: required"),
         ({"meta_file": "/no/meta.jsonl"}, "dataset.meta_file: file not found"),
-        ({"language": "fr"}, "dataset.language: must be one of auto, en, zh, mixed, got 'fr'"),
+        ({"language": "fr"}, r"dataset.language: Invalid value 'fr', expected one of \[auto, en, zh, mixed\]"),
         ({"glob": "**/*.rst"}, r"dataset.glob: '\*\*/\*.rst' matches no files"),
         ({"max_query": 3}, "dataset.max_query: unknown key for dataset.kind='local'"),
         ({"encoding": "gbkk"}, r"dataset.encoding: unknown codec 'gbkk' \(use auto or a Python codec name"),

@@ -5,6 +5,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
 from experiments.datasets import load_dataset
 from experiments.datasets.base import DatasetError
@@ -48,7 +49,10 @@ def test_dev_and_test_part_the_demo_and_carry_their_own_fingerprints():
 
 def test_the_part_is_chosen_on_the_command_line_and_checked():
     assert compose(["dataset.holdout.use=dev"]).dataset.holdout.use == "dev"
-    with pytest.raises(DatasetError, match="dataset.holdout.use: must be one of all, dev, test, got 'train'"):
+    with pytest.raises(DatasetError, match=r"dataset.holdout.use: Invalid value 'train', expected one of \[all, dev, test\]"):
         load_dataset({"kind": "demo", "holdout": {"use": "train"}}, Path("."))
+    with pytest.raises(ConfigCompositionException, match="dataset.holdout.use=train") as failed:
+        compose(["dataset.holdout.use=train"])  # refused while Hydra composes, naming every part
+    assert "expected one of [all, dev, test]" in str(failed.value.__cause__)
     with pytest.raises(DatasetError, match=r"dataset.holdout.test_share: must be in \(0, 1\), got 1.0"):
         load_dataset({"kind": "demo", "holdout": {"test_share": 1.0}}, Path("."))
