@@ -16,16 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import (
-    ROOT,
-    command,
-    dated_result,
-    given_args,
-    machine_line,
-    report_header,
-    run_job,
-    write_result,
-)
+from benchmarks.common import ROOT, command, machine_line, report_header, run_job, write_result
 from components.common.paths import cache_root
 
 # Job folder -> (what the table calls it, its overrides).
@@ -108,10 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows[(subset, config)] = metrics
             print(f"{args.dataset}-{subset} {config}: F1 {metrics.get('answer/f1', 0):.3f}, "
                   f"recall@10 {metrics.get('retrieval/recall_at_10', 0):.3f}", flush=True)
-    given = [a for a in given_args(argv) if a != "--reuse"]  # --reuse only re-renders
+    command_line = command("benchmarks.agentic_offline", argv, flags=["--reuse"])  # --reuse only re-renders
     name = "agentic-offline" + ("" if args.dataset == "demo" else "-" + args.dataset.replace("_", "-"))
-    out = args.out or dated_result(name)
-    write_result(out, report(rows, command("benchmarks.agentic_offline", given), args.dataset))
+    write_result(report(rows, command_line, args.dataset), args.out, name)
     return 0
 
 

@@ -44,14 +44,19 @@ def machine_line() -> str:
 # --- a report under docs/results/ ---------------------------------------------------------------------------
 
 
-def given_args(argv: Sequence[str] | None) -> list[str]:
-    """The arguments a script was run with: `main`'s own, else the command line's."""
-    return list(sys.argv[1:] if argv is None else argv)
-
-
-def command(module: str, args: Sequence[str]) -> str:
-    """How a report names the command that wrote it: `python -m benchmarks.NAME ARGS`."""
-    return " ".join(["python -m", module, *args])
+def command(
+    module: str, argv: Sequence[str] | None, flags: Sequence[str] = (), options: Sequence[str] = ()
+) -> str:
+    """How a report names the command that wrote it: `python -m benchmarks.NAME ARGS`, ARGS being the arguments
+    `main` was given, else the command line's, less those that change nothing in the report: the `flags`
+    (e.g. --reuse) and the `options` with their values (e.g. --out PATH)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    shown = [
+        arg
+        for i, arg in enumerate(given)
+        if arg not in flags and arg not in options and (i == 0 or given[i - 1] not in options)
+    ]
+    return " ".join(["python -m", module, *shown])
 
 
 def report_header(command_line: str, *links: str) -> str:
@@ -60,13 +65,10 @@ def report_header(command_line: str, *links: str) -> str:
     return f"Command: `{command_line}` · " + " · ".join(shown)
 
 
-def dated_result(name: str) -> Path:
-    """docs/results/<today>-<name>.md, where a report goes unless the command names another file."""
-    return RESULTS / f"{datetime.date.today().isoformat()}-{name}.md"
-
-
-def write_result(path: Path, text: str, file: TextIO | None = None) -> None:
-    """Writes the report and says where (on stdout, or on `file` for scripts whose stdout is the report)."""
+def write_result(text: str, out: Path | None, name: str, file: TextIO | None = None) -> None:
+    """Writes the report to `out`, else to docs/results/<today>-<name>.md, and says where (on stdout, or on `file`
+    for scripts whose stdout is the report)."""
+    path = out or RESULTS / f"{datetime.date.today().isoformat()}-{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     print(f"wrote {path}", file=file)

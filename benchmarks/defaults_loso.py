@@ -39,16 +39,7 @@ from typing import Any
 from haystack import Document
 
 from benchmarks import fusion_loso
-from benchmarks.common import (
-    RESULTS,
-    ROOT,
-    command,
-    cores,
-    dated_result,
-    given_args,
-    report_header,
-    write_result,
-)
+from benchmarks.common import RESULTS, ROOT, command, cores, report_header, write_result
 from benchmarks.crag_loso import applied
 from benchmarks.fusion_loso import LOSS_THRESHOLD, SetRun, best_single, relative
 from components.common.paths import cache_root
@@ -297,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs[f"{name}@dense-x{STRESS_RATIO:g}"] = stressed(runs[name], weak[name])
     points = fusion_loso.grid()
     results = {name: fusion_loso.evaluate_set(run, points) for name, run in runs.items()}
-    command_line = command("benchmarks.defaults_loso", given_args(argv))
+    command_line = command("benchmarks.defaults_loso", argv)
     today = datetime.date.today().isoformat()
     report = [
         report_header(command_line),
@@ -317,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
     ]
     print("\n".join(report))
-    write_result(args.out or dated_result("defaults-loso"), "\n".join(report))
+    write_result("\n".join(report), args.out, "defaults-loso")
     return 0
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import command, dated_result, given_args, machine_line, report_header, write_result
+from benchmarks.common import command, machine_line, report_header, write_result
 from benchmarks.testset_tau import set_overrides
 from experiments.evaluation.evaluate import evaluate
 from experiments.evaluation.settings import EvalSettings
@@ -143,9 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = {name: (timed(name, "tpe", args.trials, args.seed), timed(name, "grid", args.trials, args.seed))
                for name in args.sets}
-    text = report(results, command("benchmarks.optuna_vs_grid", given_args(argv)), args.trials)
+    text = report(results, command("benchmarks.optuna_vs_grid", argv), args.trials)
     print(text)
-    write_result(dated_result("optuna-vs-grid"), text, sys.stderr)
+    write_result(text, None, "optuna-vs-grid", sys.stderr)
     return 0
 
 

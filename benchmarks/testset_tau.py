@@ -27,15 +27,7 @@ from haystack import Document
 from omegaconf import DictConfig
 from scipy.stats import kendalltau
 
-from benchmarks.common import (
-    ROOT,
-    command,
-    dated_result,
-    given_args,
-    machine_line,
-    report_header,
-    write_result,
-)
+from benchmarks.common import ROOT, command, machine_line, report_header, write_result
 from components.common.paths import cache_root
 from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.llm_questions import LlmQuestionWriter
@@ -182,12 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         writer = llm_writer(chat)
         writer.warm_up()
     results = [measure(name, args.size, args.seed, writer) for name in args.sets]
-    given = given_args(argv)
-    shown = [a for i, a in enumerate(given) if a != "--out" and (i == 0 or given[i - 1] != "--out")]  # not a setting
-    text = report(results, command("benchmarks.testset_tau", shown), args.size, generator_label(chat))
+    command_line = command("benchmarks.testset_tau", argv, options=["--out"])  # not a setting
+    text = report(results, command_line, args.size, generator_label(chat))
     print(text)
     suffix = "-llm" if chat is not None else ""
-    write_result(args.out or dated_result(f"testset-tau{suffix}"), text, sys.stderr)
+    write_result(text, args.out, f"testset-tau{suffix}", sys.stderr)
     return 0
 
 

@@ -8,9 +8,9 @@ from typing import Any
 from haystack import component, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
-from haystack.tools import Tool, Toolset, flatten_tools_or_toolsets
+from haystack.tools import Tool, flatten_tools_or_toolsets
 
-from components.agents.wrapped_chat_generator import is_first_step, wrapper_from_dict
+from components.agents.wrapped_chat_generator import Tools, WrappedChatGenerator, is_first_step
 from components.common.response_formats import SCHEMA_FORMATS
 
 # llama-cpp-python's error when a prompt and its max_tokens exceed n_ctx: the run ends as cut off, not as a crash.
@@ -22,7 +22,7 @@ TOOLS_PROMPT = (
 
 
 @component
-class JsonToolChatGenerator:
+class JsonToolChatGenerator(WrappedChatGenerator):
     """
     Lets Haystack's `Agent` drive a chat model without native tool calls, such as SmolLM2 through llama.cpp.
 
@@ -71,37 +71,23 @@ class JsonToolChatGenerator:
         self.generation_kwargs = dict(generation_kwargs or {})
         self.first_tool = first_tool
 
-    def warm_up(self) -> None:
-        if hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
-
-    @component.output_types(replies=list[ChatMessage])
-    def run(
-        self,
-        messages: list[ChatMessage],
-        streaming_callback: Any = None,
-        *,
-        generation_kwargs: dict[str, Any] | None = None,
-        tools: list[Tool] | Toolset | None = None,
+    def _reply(
+        self, messages: list[ChatMessage], streaming_callback: Any, kwargs: dict[str, Any], tools: Tools
     ) -> dict[str, list[ChatMessage]]:
-        """
-        :param messages: The conversation so far, tool calls and results included.
-        :param streaming_callback: Unused: a call is parsed whole.
-        :param generation_kwargs: Passed to the chat generator, with the tool-call schema as `response_format`.
-        :param tools: The tools the reply may call; without tools the chat generator answers as it is.
-        :returns: `replies`: one assistant message holding a tool call, or its text when it did not parse.
-        """
+        """One assistant message holding a tool call, held to the tools' schema (sent as `response_format`), or
+        its text when it did not parse; without tools the chat generator answers as it is. Nothing streams: a call
+        is parsed whole."""
         flat = flatten_tools_or_toolsets(tools) if tools else []
-        merged = {**self.generation_kwargs, **(generation_kwargs or {})}
+        merged = {**self.generation_kwargs, **kwargs}
         if not flat:
             return self.chat_generator.run(messages=messages, generation_kwargs=merged)
         if self.first_tool is not None and is_first_step(messages):
             flat = [t for t in flat if t.name == self.first_tool] or flat
         schema = tool_call_schema(flat, self.max_argument_chars, self.max_argument_items)
-        kwargs = {**merged, "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
+        held = {**merged, "response_format": SCHEMA_FORMATS[self.schema_format](schema)}
         prompt = [ChatMessage.from_system(TOOLS_PROMPT.format(tools=_tool_lines(flat))), *_as_plain_turns(messages)]
         try:
-            (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=kwargs)["replies"]
+            (reply,) = self.chat_generator.run(messages=prompt, generation_kwargs=held)["replies"]
         except ValueError as e:  # llama.cpp: the conversation and max_tokens no longer fit in n_ctx
             if CONTEXT_FULL not in str(e):
                 raise
@@ -115,10 +101,6 @@ class JsonToolChatGenerator:
             max_argument_items=self.max_argument_items,
             generation_kwargs=self.generation_kwargs, first_tool=self.first_tool,
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JsonToolChatGenerator:
-        return wrapper_from_dict(cls, data)
 
 
 def tool_call_schema(tools: list[Tool], max_chars: int, max_items: int) -> dict[str, Any]:

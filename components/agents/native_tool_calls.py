@@ -7,13 +7,12 @@ from typing import Any
 from haystack import component, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
-from haystack.tools import Tool, Toolset
 
-from components.agents.wrapped_chat_generator import is_first_step, wrapper_from_dict
+from components.agents.wrapped_chat_generator import Tools, WrappedChatGenerator, is_first_step
 
 
 @component
-class NativeToolCalls:
+class NativeToolCalls(WrappedChatGenerator):
     """
     Wraps a chat generator that calls tools itself (OpenAIChatGenerator on an OpenAI-compatible endpoint) for an
     Agent's loop. Earlier tool calls are sent with an empty `content`, which OpenAI allows to be left out but some
@@ -36,27 +35,11 @@ class NativeToolCalls:
         self.chat_generator = chat_generator
         self.first_tool = first_tool
 
-    def warm_up(self) -> None:
-        if hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
-
-    @component.output_types(replies=list[ChatMessage])
-    def run(
-        self,
-        messages: list[ChatMessage],
-        streaming_callback: Any = None,
-        *,
-        generation_kwargs: dict[str, Any] | None = None,
-        tools: list[Tool] | Toolset | None = None,
+    def _reply(
+        self, messages: list[ChatMessage], streaming_callback: Any, kwargs: dict[str, Any], tools: Tools
     ) -> dict[str, list[ChatMessage]]:
-        """
-        :param messages: The conversation so far; without a tool call in it, this is the first step.
-        :param streaming_callback: Passed to the chat generator.
-        :param generation_kwargs: Passed to the chat generator, with `tool_choice` on the first step.
-        :param tools: The tools the reply may call.
-        :returns: The chat generator's `replies`.
-        """
-        kwargs = dict(generation_kwargs or {})
+        """The chat generator's `replies`; on the first step (no tool call in `messages` yet) `kwargs` gain a
+        `tool_choice` naming `first_tool`."""
         if self.first_tool is not None and tools and is_first_step(messages):
             kwargs["tool_choice"] = {"type": "function", "function": {"name": self.first_tool}}
         sent = [_with_content(message) for message in messages]
@@ -68,10 +51,6 @@ class NativeToolCalls:
         return default_to_dict(
             self, chat_generator=component_to_dict(self.chat_generator, "chat_generator"), first_tool=self.first_tool
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NativeToolCalls:
-        return wrapper_from_dict(cls, data)
 
 
 def _with_content(message: ChatMessage) -> ChatMessage:

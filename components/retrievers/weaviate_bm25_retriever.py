@@ -1,6 +1,5 @@
 """Weaviate's BM25 retriever under the contract our in-memory retrievers keep, so a store swap changes one thing."""
 
-from dataclasses import replace
 from typing import Any
 
 from haystack import Document, component
@@ -8,12 +7,12 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateBM25Retriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrievers.retrieval import check_top_k, filter_policy_of, scoped_search
-from components.retrievers.weaviate_search import refused_filters, weaviate_filters
+from components.retrievers.retrieval import check_top_k, filter_policy_of
+from components.retrievers.weaviate_search import ScopedWeaviateSearch
 
 
 @component
-class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
+class ScopedWeaviateBM25Retriever(ScopedWeaviateSearch, WeaviateBM25Retriever):
     """
     Haystack's WeaviateBM25Retriever (BM25 on the server) with the behaviour of `BM25sRetriever`:
 
@@ -62,21 +61,12 @@ class ScopedWeaviateBM25Retriever(WeaviateBM25Retriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = Weaviate's BM25 score.
         """
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
-        if not search:
-            return {"documents": []}
-        with refused_filters(search["filters"]):
-            found = self._document_store._bm25_retrieval(query=query, **search)
-        return {"documents": [replace(doc, embedding=None) for doc in found]}
+        return self._documents(self._document_store._bm25_retrieval, filters, top_k, query=query)
 
     @component.output_types(documents=list[Document])
     async def run_async(
         self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
-        if not search:
-            return {"documents": []}
-        with refused_filters(search["filters"]):
-            found = await self._document_store._bm25_retrieval_async(query=query, **search)
-        return {"documents": [replace(doc, embedding=None) for doc in found]}
+        retrieve = self._document_store._bm25_retrieval_async
+        return await self._documents_async(retrieve, filters, top_k, query=query)

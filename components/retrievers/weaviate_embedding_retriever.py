@@ -8,8 +8,8 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_integrations.components.retrievers.weaviate import WeaviateEmbeddingRetriever
 from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore
 
-from components.retrievers.retrieval import check_top_k, filter_policy_of, scoped_search
-from components.retrievers.weaviate_search import refused_filters, weaviate_filters
+from components.retrievers.retrieval import check_top_k, filter_policy_of
+from components.retrievers.weaviate_search import ScopedWeaviateSearch
 
 
 def as_cosine(document: Document) -> Document:
@@ -20,7 +20,7 @@ def as_cosine(document: Document) -> Document:
 
 
 @component
-class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
+class ScopedWeaviateEmbeddingRetriever(ScopedWeaviateSearch, WeaviateEmbeddingRetriever):
     """
     Haystack's WeaviateEmbeddingRetriever (the server's vector index) with the behaviour of
     `MatrixEmbeddingRetriever`:
@@ -36,6 +36,8 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
     retriever.run(query_embedding=[0.1] * 384)["documents"]
     ```
     """
+
+    _returned = staticmethod(as_cosine)
 
     def __init__(
         self,
@@ -76,30 +78,17 @@ class ScopedWeaviateEmbeddingRetriever(WeaviateEmbeddingRetriever):
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
         :returns: `documents`: best first, `score` = cosine similarity.
         """
-        search = self._search(query_embedding, filters, top_k)
-        if not search:
-            return {"documents": []}
-        with refused_filters(search["filters"]):
-            found = self._document_store._embedding_retrieval(**search)
-        return {"documents": [as_cosine(doc) for doc in found]}
+        return self._documents(
+            self._document_store._embedding_retrieval, filters, top_k, **self._vector_query(query_embedding)
+        )
 
     @component.output_types(documents=list[Document])
     async def run_async(
         self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, list[Document]]:
         """As `run`, on the store's async client."""
-        search = self._search(query_embedding, filters, top_k)
-        if not search:
-            return {"documents": []}
-        with refused_filters(search["filters"]):
-            found = await self._document_store._embedding_retrieval_async(**search)
-        return {"documents": [as_cosine(doc) for doc in found]}
+        retrieve = self._document_store._embedding_retrieval_async
+        return await self._documents_async(retrieve, filters, top_k, **self._vector_query(query_embedding))
 
-    def _search(
-        self, query_embedding: list[float], filters: dict[str, Any] | None, top_k: int | None
-    ) -> dict[str, Any] | None:
-        """The store's search arguments under our contract; None when top_k is 0 (nothing to ask for)."""
-        search = scoped_search(self._filter_policy, self._filters, self._top_k, filters, top_k, rewrite=weaviate_filters)
-        if search is None:
-            return None
-        return search | {"query_embedding": query_embedding, "distance": self._distance, "certainty": self._certainty}
+    def _vector_query(self, query_embedding: list[float]) -> dict[str, Any]:
+        return {"query_embedding": query_embedding, "distance": self._distance, "certainty": self._certainty}

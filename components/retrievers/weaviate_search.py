@@ -10,16 +10,23 @@ weaviate-haystack's translation differs from them in four ways, each fixed befor
 - `in []` and `not in []` reach the server as an empty ContainsAny or AND, which it refuses; they match nothing and
   everything;
 - `id` is stored as `_original_id` (Weaviate reserves `id` for its UUIDs).
+
+`ScopedWeaviateSearch` runs each query of the retrievers built on Haystack's Weaviate ones (BM25, embedding) that way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
+from haystack import Document
+from haystack.document_stores.types import FilterPolicy
 from haystack.errors import FilterError
+
+from components.retrievers.retrieval import scoped_search
 
 # Filtered on by exact value, so declared with `field` tokenisation (pipelines/index/weaviate.py): with Weaviate's
 # default `word`, a filter on tenant `acme` would also match a tenant `acme-labs`.
@@ -71,3 +78,46 @@ def refused_filters(filters: dict[str, Any] | None) -> Iterator[None]:
         raise FilterError(
             f"Weaviate refused the query's filters {json.dumps(filters, ensure_ascii=False)}: {message}"
         ) from None
+
+
+Filters = dict[str, Any] | None
+Found = dict[str, list[Document]]
+StoreSearch = Callable[..., list[Document]]
+AsyncStoreSearch = Callable[..., Awaitable[list[Document]]]
+
+
+class ScopedWeaviateSearch:
+    """What our retrievers built on Haystack's Weaviate ones (BM25, embedding) do with each query: its filters and
+    top_k under our contract (`scoped_search`), refused filters named, and each document found made `_returned`
+    (by default: without its vector, which only the server needs). `run` and `run_async` hand the store's
+    retrieval method and the query's own arguments to `_documents` and `_documents_async`."""
+
+    _filter_policy: FilterPolicy
+    _filters: dict[str, Any]
+    _top_k: int
+
+    @staticmethod
+    def _returned(document: Document) -> Document:
+        return replace(document, embedding=None)
+
+    def _documents(self, retrieve: StoreSearch, filters: Filters, top_k: int | None, **query: Any) -> Found:
+        search = self._search(filters, top_k)
+        if search is None:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = retrieve(**query, **search)
+        return {"documents": [self._returned(doc) for doc in found]}
+
+    async def _documents_async(
+        self, retrieve: AsyncStoreSearch, filters: Filters, top_k: int | None, **query: Any
+    ) -> Found:
+        search = self._search(filters, top_k)
+        if search is None:
+            return {"documents": []}
+        with refused_filters(search["filters"]):
+            found = await retrieve(**query, **search)
+        return {"documents": [self._returned(doc) for doc in found]}
+
+    def _search(self, filters: Filters, top_k: int | None) -> dict[str, Any] | None:
+        policy, init_filters, default_top_k = self._filter_policy, self._filters, self._top_k
+        return scoped_search(policy, init_filters, default_top_k, filters, top_k, rewrite=weaviate_filters)

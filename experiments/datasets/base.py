@@ -119,16 +119,16 @@ def golden_fingerprint(items: Sequence[GoldenItem]) -> str:
 
 
 def make_dataset(
-    *,
     name: str,
     language: str,
     documents: list[Document],
     golden: list[GoldenItem],
     settings: Mapping[str, Any],
-    source: dict,
+    source: Mapping[str, Any],
     skipped_files: Mapping[str, str] | None = None,
 ) -> Dataset:
-    """Assemble a Dataset; `settings` are the loader options that change results (sample size, seed, ...)."""
+    """Assemble a Dataset; `language` is `dataset.language`, detected from the documents when "auto", `settings`
+    the loader options that change results (sample size, seed, ...), and the `source` a run logs starts with them."""
     corpus_fp = corpus_fingerprint(documents)
     golden_fp = golden_fingerprint(golden)
     combined = _canonical_json(
@@ -136,13 +136,13 @@ def make_dataset(
     )
     return Dataset(
         name=name,
-        language=language,
+        language=resolve_language(language, [doc.content or "" for doc in documents]),
         documents=documents,
         golden=golden,
         corpus_fingerprint=corpus_fp,
         golden_fingerprint=golden_fp,
         fingerprint=hashlib.sha256(combined).hexdigest(),
-        source=source,
+        source={**settings, **source},
         skipped_files=dict(skipped_files or {}),
     )
 

@@ -15,7 +15,6 @@ from experiments.datasets.base import (
     package_versions,
     read_jsonl,
     read_lines,
-    resolve_language,
     resolve_path,
 )
 from experiments.datasets.golden.items import GoldenItem
@@ -49,20 +48,13 @@ def load_beir(config: BeirDataset) -> Dataset:
         )
 
     settings = {"kind": "beir", "split": split, "max_queries": max_queries}
-    return make_dataset(
-        name=config.name,
-        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
-        documents=documents,
-        golden=golden,
-        settings=settings,
-        source={
-            **settings,
-            "path": str(root),
-            "qrels": str(qrels_path),
-            "queries_dropped_without_qrels": dropped,
-            "package_versions": package_versions("haystack-ai"),
-        },
-    )
+    source = {
+        "path": str(root),
+        "qrels": str(qrels_path),
+        "queries_dropped_without_qrels": dropped,
+        "package_versions": package_versions("haystack-ai"),
+    }
+    return make_dataset(config.name, config.language, documents, golden, settings, source)
 
 
 def _existing(path: Path, key: str) -> Path:

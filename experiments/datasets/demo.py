@@ -9,7 +9,6 @@ from experiments.datasets.base import (
     DatasetError,
     make_dataset,
     package_versions,
-    resolve_language,
     resolve_path,
 )
 from experiments.datasets.golden.evidence import load_golden, locate_evidence
@@ -48,19 +47,12 @@ def load_demo(config: DemoDataset) -> Dataset:
         golden = locate_evidence(items, documents, f"{', '.join(names)} (dataset.subset={subset})")
 
     settings = {"kind": "demo", "subset": subset, "golden": names}
-    return make_dataset(
-        name=config.name + (f"-{subset}" if subset else ""),
-        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
-        documents=documents,
-        golden=golden,
-        settings=settings,
-        source={
-            **settings,
-            "corpus_dir": str(corpus_dir),
-            "golden": [str(path) for path in golden_paths],
-            "meta_file": str(meta_path) if meta_path else None,
-            "documents": len(documents),
-            "package_versions": package_versions(*CONVERSION_PACKAGES),
-        },
-        skipped_files=skipped,
-    )
+    source = {
+        "corpus_dir": str(corpus_dir),
+        "golden": [str(path) for path in golden_paths],
+        "meta_file": str(meta_path) if meta_path else None,
+        "documents": len(documents),
+        "package_versions": package_versions(*CONVERSION_PACKAGES),
+    }
+    name = config.name + (f"-{subset}" if subset else "")
+    return make_dataset(name, config.language, documents, golden, settings, source, skipped)

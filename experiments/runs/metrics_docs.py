@@ -8,15 +8,14 @@ The prose holds one marker per table: `<!-- metrics: <layer> -->` for each layer
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.evaluation.diagnosis import DESCRIPTIONS, LAYERS
 from experiments.evaluation.metric_registry import Layer, MetricInfo
 from experiments.runs.config import PROJECT_DIR
+from experiments.runs.docs_page import page_command
 from experiments.runs.metric_catalog import METRICS
 
 PAGE = Path(__file__).with_name("metrics_page.md")
@@ -52,19 +51,4 @@ def _escape(cell: str) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ragtune metrics-docs", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 when docs/metrics.md is out of date")
-    args = parser.parse_args(argv)
-    text = metrics_reference()
-    if args.check:
-        current = METRICS_DOCS.read_text(encoding="utf-8") if METRICS_DOCS.exists() else ""
-        if current != text:
-            print(
-                f"{METRICS_DOCS.relative_to(PROJECT_DIR)} is out of date: run `ragtune metrics-docs`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    METRICS_DOCS.write_text(text, encoding="utf-8")
-    print(f"wrote {METRICS_DOCS.relative_to(PROJECT_DIR)}")
-    return 0
+    return page_command(argv, "metrics-docs", __doc__, METRICS_DOCS, metrics_reference)
