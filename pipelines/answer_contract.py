@@ -45,3 +45,13 @@ def check_answer(answer: Any, component: str) -> GeneratedAnswer:
             f"meta {', '.join(wrong)}"
         )
     return answer
+
+
+def answer_fields(answer: GeneratedAnswer) -> dict[str, Any]:
+    """What a question's answer record holds, in a run's per_question.jsonl and in a served reply alike."""
+    return {
+        "answer": answer.data,
+        "refused": bool(answer.meta.get("refused")),
+        "citations": answer.meta.get("citations", []),
+        "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
+    }

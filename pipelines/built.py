@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx
 from haystack import Document, Pipeline
-from haystack.dataclasses import GeneratedAnswer, StreamingChunk
+from haystack.dataclasses import ChatMessage, GeneratedAnswer, StreamingChunk
 
 from pipelines.answer_contract import check_answer
 from pipelines.haystack_compat import input_sockets, output_sockets
 from pipelines.instrumentation import chat_generators
 from pipelines.spec import ModelSlot, Socket
+
+# A chat history turn's role -> the Haystack message it becomes.
+ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
 
 
 @dataclass
@@ -52,6 +55,21 @@ class BuiltPipeline:
     def llm_components(self) -> frozenset[str]:
         """Components that are, or hold, a chat generator (QueryExpander, LLMRanker, Agent): they may call an LLM."""
         return frozenset(name for name, instance in self.pipeline.walk() if chat_generators([instance]))
+
+    def request_inputs(
+        self,
+        question: str,
+        history: Sequence[Mapping[str, str]] | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A question with its chat history ({role, content} turns) and filters as this pipeline's inputs; a golden
+        item and a served request go in the same way, and what the pipeline does not read is left out."""
+        fields: dict[str, Any] = {"question": question}
+        if history and "history" in self.inputs:
+            fields["history"] = [ROLES[turn["role"]](turn["content"]) for turn in history]
+        if filters and "filters" in self.inputs:
+            fields["filters"] = dict(filters)
+        return fields
 
     def warm_up(self) -> dict[str, float]:
         """Warms each component up; returns seconds per component so index loading and model loading can be told apart."""

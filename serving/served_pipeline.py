@@ -17,10 +17,10 @@ from haystack.dataclasses import StreamingChunk, ToolCallResult
 from haystack.tracing import Tracer
 
 from components.agents.agent_answer import FINAL_ANSWER
-from experiments.evaluation.evaluate import answer_fields, request_inputs
 from experiments.evaluation.grading_metrics import grading_record
 from experiments.runs.indexed import IndexedPipeline, prepare_pipeline
 from pipelines.access import IndexAccess
+from pipelines.answer_contract import answer_fields
 from pipelines.index import DamagedIndexError
 from pipelines.instrumentation import timing_components
 from serving.bundle import PromotionError, check_identities, read_bundle
@@ -89,7 +89,7 @@ class ServedPipeline:
         with self.lock, timing_components(tracer) as timer:
             outputs = query.run(
                 streaming_callback=_streaming_callback(on_token, on_step),
-                **request_inputs(query, question, history, filters),
+                **query.request_inputs(question, history, filters),
             )
             spent = timer.take()
         answer = query.answer(outputs)

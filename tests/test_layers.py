@@ -140,3 +140,15 @@ def test_no_ragtune_tag_name_is_spelled_outside_the_run_layout():
     found = [f"{path.relative_to(ROOT)}:{line}: {text}" for path in files if path != LAYOUT
              for line, text in tag_literals(path)]
     assert found == []
+
+
+def test_one_class_per_name():
+    """Two classes of one name (two ServedPipelines, two QueryRequests once) make a reader guess which is meant."""
+    where: dict[str, list[str]] = {}
+    for module, path in modules().items():
+        if module in SHIMS:
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    assert {name: places for name, places in where.items() if len(places) > 1} == {}

@@ -10,7 +10,7 @@ serialises answers as before.
 from typing import Required, TypedDict, get_origin, get_type_hints
 
 
-class Citation(TypedDict):
+class CitationMeta(TypedDict):
     """One cited context chunk: its `[n]` marker, its chunk and document, and the chunk's span in the document."""
 
     marker: int
@@ -42,7 +42,7 @@ class AnswerMeta(TypedDict, total=False):
     # Required: the answer declines to answer ("I don't know"); refusal metrics read only this.
     refused: Required[bool]
     # Required: one entry per cited context chunk.
-    citations: Required[list[Citation]]
+    citations: Required[list[CitationMeta]]
     # Required: answer sentences that their citations do not support.
     unsupported_sentences: Required[list[str]]
     # Scored when present.
@@ -59,7 +59,7 @@ class AnswerMeta(TypedDict, total=False):
 
 # The keys every answer carries, in the order the contract documents them.
 REQUIRED_KEYS: tuple[str, ...] = tuple(key for key in AnswerMeta.__annotations__ if key in AnswerMeta.__required_keys__)
-# Their runtime types (`list[Citation]` -> list), for the check on every answer.
+# Their runtime types (`list[CitationMeta]` -> list), for the check on every answer.
 REQUIRED_TYPES: dict[str, type] = {
     key: get_origin(hint) or hint for key, hint in get_type_hints(AnswerMeta).items() if key in REQUIRED_KEYS
 }

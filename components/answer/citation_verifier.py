@@ -8,7 +8,7 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
-from components.answer.answer_meta import AnswerMeta, Citation, SentenceSupport
+from components.answer.answer_meta import AnswerMeta, CitationMeta, SentenceSupport
 from components.common.sentences import CITATION, parse_citations, split_sentences, strip_citations, support
 
 
@@ -135,9 +135,9 @@ def _drop_markers(text: str, invalid: list[int]) -> str:
     return re.sub(r"\s+([.。])", r"\1", CITATION.sub(keep_valid, text)).strip()
 
 
-def _source(marker: int, doc: Document) -> Citation:
+def _source(marker: int, doc: Document) -> CitationMeta:
     span = doc.meta.get("span") or [None, None]
-    return Citation(marker=marker, chunk_id=doc.id, doc_id=doc.meta.get("doc_id"), start=span[0], end=span[1])
+    return CitationMeta(marker=marker, chunk_id=doc.id, doc_id=doc.meta.get("doc_id"), start=span[0], end=span[1])
 
 
 def _usage(replies: list[ChatMessage]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from haystack import Document
-from haystack.dataclasses import ChatMessage, GeneratedAnswer
+from haystack.dataclasses import GeneratedAnswer
 from tqdm import tqdm
 
 from components.routers.routes import CONVERSATIONAL
@@ -47,6 +47,7 @@ from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
 from experiments.evaluation.settings import EvalSettings
 from experiments.runs.interrupts import raise_if_interrupted
+from pipelines.answer_contract import answer_fields
 from pipelines.built import BuiltPipeline
 from pipelines.errors import UserError
 from pipelines.instrumentation import counting_chat_calls, timing_components
@@ -57,7 +58,6 @@ MAX_LOGGED_DOCS = 20
 VIEW_RECORD_METRICS = ("recall_at_10", "mrr_at_10", "ndcg_at_10")
 # Scores a question that retrieves nothing by design (a greeting, a question asked back) does not get.
 RETRIEVING_ONLY = ("answer/", "selfcheck/", "context/")
-_ROLES = {"user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant, "system": ChatMessage.from_system}
 # Every run logs a bootstrap CI for these, when it has them.
 HEADLINE = ("retrieval/recall_at_10", "retrieval/mrr_at_10", "context/recall_at_10", RECALL, F1)
 
@@ -174,33 +174,7 @@ def evaluate(
 
 def pipeline_inputs(query: BuiltPipeline, item: GoldenItem) -> dict[str, Any]:
     """The golden fields the pipeline takes: the question always, history and filters where the item has them."""
-    return request_inputs(query, item.question, item.history, item.filters)
-
-
-def request_inputs(
-    query: BuiltPipeline,
-    question: str,
-    history: Sequence[Mapping[str, str]] | None = None,
-    filters: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A question with its chat history ({role, content} turns) and filters as pipeline inputs; a golden item and
-    a served request go in the same way."""
-    fields: dict[str, Any] = {"question": question}
-    if history and "history" in query.inputs:
-        fields["history"] = [_ROLES[turn["role"]](turn["content"]) for turn in history]
-    if filters and "filters" in query.inputs:
-        fields["filters"] = dict(filters)
-    return fields
-
-
-def answer_fields(answer: GeneratedAnswer) -> dict[str, Any]:
-    """What a question's answer record holds, in a run's per_question.jsonl and in a served reply alike."""
-    return {
-        "answer": answer.data,
-        "refused": bool(answer.meta.get("refused")),
-        "citations": answer.meta.get("citations", []),
-        "unsupported_sentences": answer.meta.get("unsupported_sentences", []),
-    }
+    return query.request_inputs(item.question, item.history, item.filters)
 
 
 def _check_inputs(query: BuiltPipeline, golden: Sequence[GoldenItem]) -> None:

@@ -25,7 +25,7 @@ class QuestionRecord:
     latency_ms: float
     layer: str  # the first broken layer (experiments/evaluation/diagnosis.py), or "ok"
     reference: str | None = None
-    # What the pipeline answered (answer_fields in evaluate.py); empty for a retrieval-only pipeline.
+    # What the pipeline answered (pipelines/answer_contract.answer_fields); empty for a retrieval-only pipeline.
     answer: Mapping[str, Any] = field(default_factory=dict)
     # Every per-question score by its logged name: "retrieval/mrr_at_10", "answer/f1", "cost/llm_calls", ...
     scores: Mapping[str, float | bool | None] = field(default_factory=dict)

@@ -3,7 +3,13 @@
 from haystack import Document
 from haystack.dataclasses import ChatMessage
 
-from components.answer.answer_meta import REQUIRED_KEYS, REQUIRED_TYPES, AnswerMeta, Citation, SentenceSupport
+from components.answer.answer_meta import (
+    REQUIRED_KEYS,
+    REQUIRED_TYPES,
+    AnswerMeta,
+    CitationMeta,
+    SentenceSupport,
+)
 from components.answer.citation_verifier import CitationVerifier
 from components.answer.fixed_reply import FixedReply
 from pipelines.answer_contract import check_answer
@@ -20,7 +26,7 @@ def test_a_verified_answer_fills_only_keys_the_contract_types():
     reply = ChatMessage.from_assistant("Staff get 20 days [1]. Also a pony [3].")
     answer = check_answer(verifier.run(query="Leave?", replies=[reply], documents=[chunk])["answers"][0], "answer")
     assert set(answer.meta) <= set(AnswerMeta.__annotations__)
-    assert answer.meta["citations"] == [Citation(marker=1, chunk_id="c1", doc_id="leave", start=0, end=27)]
+    assert answer.meta["citations"] == [CitationMeta(marker=1, chunk_id="c1", doc_id="leave", start=0, end=27)]
     assert [set(s) for s in answer.meta["sentences"]] == [set(SentenceSupport.__annotations__)] * 2
     assert answer.meta["invalid_citations"] == [3]
 
