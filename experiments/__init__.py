@@ -1,0 +1,1 @@
+"""Runs, data sets, evaluation, comparison and tuning: everything that measures a pipeline."""

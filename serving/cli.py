@@ -41,6 +41,7 @@ COMMANDS = {
     "doc-sets": Command("experiments.datasets.doc_sets", "build the validation sets from Debian package docs"),
     "config-docs": Command("serving.config_docs", "write docs/config.md, the config reference, from conf/"),
     "metrics-docs": Command("experiments.runs.metrics_docs", "write docs/metrics.md, the metrics reference, from the code"),
+    "architecture-docs": Command("serving.architecture_docs", "write docs/architecture.md's layout from the code tree"),
 }
 
 

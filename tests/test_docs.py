@@ -3,6 +3,7 @@ README's commands are the ones CI runs. Reads files only: fast, no network."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -185,3 +186,93 @@ def test_the_metrics_reference_is_what_ragtune_metrics_docs_writes():
     from experiments.runs.metrics_docs import METRICS_DOCS, metrics_reference
 
     assert METRICS_DOCS.read_text(encoding="utf-8") == metrics_reference(), "docs/metrics.md is stale: run `ragtune metrics-docs`"
+
+
+def test_the_architecture_layout_is_what_ragtune_architecture_docs_writes():
+    from serving.architecture_docs import ARCHITECTURE_DOCS, architecture_page
+
+    assert ARCHITECTURE_DOCS.read_text(encoding="utf-8") == architecture_page(), (
+        "docs/architecture.md's layout is stale: run `ragtune architecture-docs`"
+    )
+
+
+def test_the_architecture_layout_cuts_long_lines_and_reads_first_sentences(tmp_path: Path):
+    from serving.architecture_docs import BEGIN, END, FOLDERS, PACKAGES, WIDTH, architecture_page
+
+    for name in ("run.py", "serve.py"):
+        (tmp_path / name).write_text(f'"""The {name} entry point. More."""\n', encoding="utf-8")
+    files = {
+        "__init__.py": "",
+        "sub/__init__.py": '"""A group, e.g. its members."""\n',
+        "plain.py": "x = 1\n",
+        "long.py": f'"""{"word " * 40}end.\n\nNot this."""\n',
+    }
+    for package in PACKAGES:
+        (tmp_path / package / "sub").mkdir(parents=True)
+        for name, text in files.items():
+            (tmp_path / package / name).write_text(text, encoding="utf-8")
+    (tmp_path / "notes").mkdir()  # not a package: not listed
+    page = tmp_path / "architecture.md"
+    page.write_text(f"# hand\n{BEGIN}\nold\n{END}\n## kept\n", encoding="utf-8")
+    text = architecture_page(page, tmp_path)
+    assert text.startswith(f"# hand\n{BEGIN}\n```\n") and text.endswith(f"```\n{END}\n## kept\n")
+    lines = text.splitlines()
+    assert "run.py          The run.py entry point." in lines
+    assert "components/" in lines and "  plain.py" in lines and "notes/" not in text
+    assert "  sub/      A group, e.g. its members." in lines
+    assert max(map(len, lines)) <= WIDTH and f"data/           {FOLDERS['data']}" in lines
+    assert [line for line in lines if "long.py" in line][0].endswith("word…")
+
+
+# A code path in backticks: a folder (ending in `/`), a module or a YAML file, optionally `::name`, a def in it.
+CODE_PATH = re.compile(r"^(?P<path>[\w*-]+(?:/[\w.*-]+)*(?:/|\.py|\.yaml))(?:::(?P<name>\w+))?$")
+
+
+def prose_blocks(path: Path) -> list[str]:
+    """A page's prose (fenced blocks left out) cut into paragraphs, list items, table rows and headings."""
+    blocks: list[list[str]] = []
+    for line in split_fences(path.read_text(encoding="utf-8"))[1].splitlines():
+        if not blocks or not line.strip() or line.startswith(("|", "- ", "#")):
+            blocks.append([])
+        if line.strip():
+            blocks[-1].append(line)
+    return [" ".join(block) for block in blocks if block]
+
+
+def defines(module: Path, name: str) -> bool:
+    definitions = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    body = ast.parse(module.read_text(encoding="utf-8")).body
+    return name in {node.name for node in body if isinstance(node, definitions)}
+
+
+def missing_code_paths(path: Path) -> list[str]:
+    """The code paths a page names in backticks that are not in the tree. A path is found from the repository
+    root or, written short, in the folder of a path named before it in the same paragraph, list item or table row
+    (the Packages table names `retrievers/` after `components/`, then `retrieval.py` after `retrievers/`)."""
+    missing = []
+    for block in prose_blocks(path):
+        folders = {ROOT: None}  # an ordered set
+        for span in (match.group(2).strip() for match in INLINE_CODE.finditer(block)):
+            if not (named := CODE_PATH.match(span)):
+                continue
+            is_folder = named["path"].endswith("/")
+            hits = (hit for folder in folders for hit in sorted(folder.glob(named["path"].rstrip("/"))))
+            found = [hit for hit in hits if hit.is_dir() == is_folder]
+            if not found or (named["name"] and not any(defines(hit, named["name"]) for hit in found)):
+                missing.append(span)
+            folders |= {(hit if is_folder else hit.parent): None for hit in found}
+    return missing
+
+
+def test_every_code_path_the_architecture_page_names_exists():
+    assert missing_code_paths(DOCS / "architecture.md") == []
+
+
+def test_the_code_path_check_finds_short_names_only_after_their_folder(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "| `components/` | `retrievers/` (`retrieval.py`), `gate.py` |\n\n`experiments/comparison/` (`gate.py`)\n\n"
+        "`components/weaviate_*_retriever.py`, `serving/http/streaming.py::streamed`, `pipelines/spec.py::nope`\n",
+        encoding="utf-8",
+    )
+    assert missing_code_paths(page) == ["gate.py", "components/weaviate_*_retriever.py", "pipelines/spec.py::nope"]

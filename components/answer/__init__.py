@@ -1,0 +1,1 @@
+"""Answerers (extractive, span, LLM), the citation verifier, refusals and the self-check."""

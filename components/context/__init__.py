@@ -1,0 +1,1 @@
+"""What reaches the prompt: the context window and the extractive compressor."""

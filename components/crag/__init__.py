@@ -1,0 +1,1 @@
+"""Corrective RAG: the retrieval evaluator and its passage scorers."""

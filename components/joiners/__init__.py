@@ -1,0 +1,1 @@
+"""Fusion of the retrieval paths (RankFusionJoiner)."""

@@ -1,0 +1,1 @@
+"""Ingestion steps after splitting: chunk spans, heading prefixes."""

@@ -1,0 +1,1 @@
+"""Query rewriting: history rewriting, expansion and the sequential decomposer."""

@@ -1,0 +1,1 @@
+"""Routers that pick a question's path (no retrieval, clarify, decompose, multi-step)."""

@@ -1,0 +1,1 @@
+"""Tools an agent may call, e.g. the read-only SQL query."""

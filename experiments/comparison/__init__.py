@@ -1,0 +1,1 @@
+"""Comparing runs: tables, paired significance tests and the quality gate."""

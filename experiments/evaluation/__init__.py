@@ -1,0 +1,1 @@
+"""Scoring a golden set: the metrics of every layer, the diagnosis, traces and the report."""

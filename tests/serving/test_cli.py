@@ -44,7 +44,7 @@ def test_no_command_or_an_unknown_one_is_a_user_mistake(capsys):
     assert cli.main(["nope"]) == 2
     assert capsys.readouterr().err == (
         "ragtune: unknown command 'nope'; choose from compare, gate, promote, serve, traces, online-report, harvest, audit, calibrate, "
-        "train-grader, cache, testset, doc-sets, config-docs, metrics-docs\n"
+        "train-grader, cache, testset, doc-sets, config-docs, metrics-docs, architecture-docs\n"
     )
 
 
