@@ -19,9 +19,7 @@ from haystack import Document, Pipeline
 from haystack.components.converters import (
     CSVToDocument,
     DOCXToDocument,
-    HTMLToDocument,
     PPTXToDocument,
-    PyPDFToDocument,
     TextFileToDocument,
     XLSXToDocument,
 )
@@ -31,6 +29,8 @@ from haystack.components.routers import FileTypeRouter
 from haystack.dataclasses import ByteStream
 from tqdm import tqdm
 
+from components.converters.html_to_markdown_document import HTMLToMarkdownDocument, html_codec
+from components.converters.pdf_to_markdown_document import PDFToMarkdownDocument
 from pipelines.errors import UserError
 
 # Haystack's own mime lookup already maps .md/.markdown to text/markdown (haystack.utils.misc.CUSTOM_MIMETYPES),
@@ -86,7 +86,8 @@ def build_conversion_pipeline() -> Pipeline:
     """Route by MIME type, convert, join and lightly clean, so evidence quotes still match the result.
 
     Markdown goes through TextFileToDocument (not MarkdownToDocument) to keep the raw headings the markdown
-    chunker needs. Word and Excel tables come out as Markdown tables, so a row keeps its cells side by side
+    chunker needs; HTML and PDF become the same kind of text: HTML headings and PDF outline entries as Markdown
+    headings. HTML, PDF, Word and Excel tables come out as Markdown tables, so a row keeps its cells side by side
     in a chunk; a .csv keeps its own text (one row a line under its header, and what a quote copies from it).
     The cleaner only canonicalises (NFC, CRLF -> LF, outer whitespace); it keeps blank lines, inner whitespace
     runs and repeated headers/footers because collapsing them would move paragraph breaks and delete text that
@@ -98,8 +99,8 @@ def build_conversion_pipeline() -> Pipeline:
         FileTypeRouter(mime_types=list(MIME_TYPES), additional_mimetypes=dict(OFFICE_SUFFIXES)),
     )
     pipeline.add_component("text_converter", TextFileToDocument())
-    pipeline.add_component("html_converter", HTMLToDocument())
-    pipeline.add_component("pdf_converter", PyPDFToDocument())
+    pipeline.add_component("html_converter", HTMLToMarkdownDocument())
+    pipeline.add_component("pdf_converter", PDFToMarkdownDocument())
     pipeline.add_component("csv_converter", CSVToDocument())
     pipeline.add_component("docx_converter", DOCXToDocument(table_format="markdown"))
     pipeline.add_component("pptx_converter", PPTXToDocument())
@@ -146,9 +147,9 @@ def convert_files(
 
     `doc_id` is the path relative to `root` with POSIX separators, so ids are the same on every OS.
     `extra_meta` maps a doc_id to metadata merged into that document (tenant, acl, ...). `encoding` applies
-    to .txt/.md/.csv files: "auto" or a Python codec name (HTML declares its own charset, PDF and Office files
-    have none). A text file not read as UTF-8 records its codec in `meta["encoding"]`. An empty result is an
-    error.
+    to .txt/.md/.csv files, and to an HTML file neither in UTF-8 nor in a charset it declares: "auto" or a Python
+    codec name (PDF and Office files have none). A file it decoded other than as UTF-8 records its codec in
+    `meta["encoding"]`. An empty result is an error.
     """
     root = Path(root)
     extra_meta = extra_meta or {}
@@ -213,8 +214,9 @@ def _source_document(doc_id: str, parts: Sequence[Document]) -> Document:
 
 
 def _read_source(path: Path, encoding: str) -> ByteStream:
-    """The file's bytes for the router; a text file must decode (a codec other than UTF-8 goes in meta), and
-    an Office file must be a readable package: the converters would only log why they dropped it."""
+    """The file's bytes for the router; a text file, or an HTML page without a charset that decodes it, must decode
+    (a codec other than UTF-8 goes in meta), and an Office file must be a readable package: the converters would
+    only log why they dropped it."""
     try:
         stream = ByteStream.from_file_path(path, meta={"file_path": str(path)}, guess_mime_type=True)
     except OSError as exc:
@@ -223,6 +225,12 @@ def _read_source(path: Path, encoding: str) -> ByteStream:
         codec = _text_codec(stream.data, encoding)
         if codec != "utf-8":
             stream.meta["encoding"] = codec
+    elif stream.mime_type == "text/html" and html_codec(stream.data) is None:
+        # Neither UTF-8 nor in a charset it declares: decoded as a text file is, and handed on as UTF-8.
+        codec = _text_codec(stream.data, encoding)
+        stream = ByteStream(
+            stream.data.decode(codec).encode("utf-8"), {**stream.meta, "encoding": codec}, "text/html"
+        )
     elif stream.mime_type in OFFICE_SUFFIXES:
         _check_package(stream.data, OFFICE_SUFFIXES[stream.mime_type])
     return stream

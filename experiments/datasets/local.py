@@ -19,7 +19,16 @@ from experiments.datasets.settings import LocalDataset
 from pipelines.conversion import Conversion, convert_files
 
 CONVERSION_PACKAGES = (
-    "haystack-ai", "trafilatura", "pypdf", "python-docx", "python-pptx", "openpyxl", "pandas", "tabulate"
+    "haystack-ai",
+    "lxml",
+    "pypdf",
+    "pdfplumber",
+    "pdfminer.six",
+    "python-docx",
+    "python-pptx",
+    "openpyxl",
+    "pandas",
+    "tabulate",
 )
 
 

@@ -75,7 +75,16 @@ def test_local_loads_documents_and_golden(local):
     assert span.doc_id == "it.txt"
     assert dataset.source["kind"] == "local" and dataset.source["documents"] == 2
     assert set(dataset.source["package_versions"]) == {
-        "haystack-ai", "trafilatura", "pypdf", "python-docx", "python-pptx", "openpyxl", "pandas", "tabulate"
+        "haystack-ai",
+        "lxml",
+        "pypdf",
+        "pdfplumber",
+        "pdfminer.six",
+        "python-docx",
+        "python-pptx",
+        "openpyxl",
+        "pandas",
+        "tabulate",
     }
 
 

@@ -2,11 +2,10 @@ from pathlib import Path
 
 import pytest
 from haystack import Pipeline
-from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from pipelines.conversion import CorpusError, build_conversion_pipeline, convert_files
 from pipelines.errors import UserError
+from tests.support.pdf_files import write_pdf
 
 GBK_TEXT = "员工年假为二十天。"
 NO_TEXT = "no text extracted (empty, a PDF without a text layer, or a converter error logged above)"
@@ -17,26 +16,6 @@ HTML = """<html><head><title>Refund policy</title></head><body>
 <p>Customers may request a refund within <b>30 days</b> of purchase. Refunds go to the original payment method.</p>
 <h2>Exceptions</h2><p>Gift cards are not refundable once activated.</p></article>
 <footer>Copyright 2024 Example Corp</footer></body></html>"""
-
-
-def _write_pdf(path: Path, text: str) -> None:
-    """A one-page PDF with real text, built with pypdf only (no extra dependency)."""
-    writer = PdfWriter()
-    page = writer.add_blank_page(612, 792)
-    font = DictionaryObject(
-        {
-            NameObject("/Type"): NameObject("/Font"),
-            NameObject("/Subtype"): NameObject("/Type1"),
-            NameObject("/BaseFont"): NameObject("/Helvetica"),
-        }
-    )
-    page[NameObject("/Resources")] = DictionaryObject(
-        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
-    )
-    stream = DecodedStreamObject()
-    stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
-    page.replace_contents(stream)
-    writer.write(path)
 
 
 @pytest.fixture
@@ -51,7 +30,7 @@ def corpus(tmp_path: Path) -> Path:
     )
     (tmp_path / "policy.html").write_text(HTML, encoding="utf-8")
     (tmp_path / "zh.txt").write_text("退款政策：客户可以在购买后三十天内申请退款。\n", encoding="utf-8")
-    _write_pdf(tmp_path / "warranty.pdf", "The warranty covers parts and labour for two years.")
+    write_pdf(tmp_path / "warranty.pdf", [["The warranty covers parts and labour for two years."]])
     (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     (tmp_path / "empty.txt").write_text("  \n", encoding="utf-8")
     return tmp_path
@@ -68,8 +47,8 @@ def test_pipeline_uses_haystack_components():
     assert kinds == {
         "FileTypeRouter",
         "TextFileToDocument",
-        "HTMLToDocument",
-        "PyPDFToDocument",
+        "HTMLToMarkdownDocument",
+        "PDFToMarkdownDocument",
         "CSVToDocument",
         "DOCXToDocument",
         "PPTXToDocument",
@@ -98,10 +77,11 @@ def test_convert_all_types_and_quotes_survive(corpus: Path):
     assert "\n\n\nSecond   paragraph stays intact." in notes.content
     assert notes.meta["tenant"] == "acme" and notes.meta["acl"] == ["staff"]
 
-    html = by_id["policy.html"].content
-    assert "Customers may request a refund within 30 days of purchase." in html
-    assert "Gift cards are not refundable once activated." in html
-    assert "Home" not in html  # trafilatura dropped the navigation boilerplate
+    assert by_id["policy.html"].content == (  # the article only: no navigation, no footer, no bold markers
+        "# Refund policy\n\n"
+        "Customers may request a refund within 30 days of purchase. Refunds go to the original payment method.\n\n"
+        "## Exceptions\n\nGift cards are not refundable once activated."
+    )
 
     assert "The warranty covers parts and labour for two years." in by_id["warranty.pdf"].content
     assert "客户可以在购买后三十天内申请退款" in by_id["zh.txt"].content
