@@ -121,9 +121,19 @@ class IngestSettings:
     chain: list[str] = MISSING
     # Name -> a Haystack component config.
     splitters: dict[str, Any] = field(default_factory=dict)
+    # Non-blank characters a chunk needs; a shorter one joins its neighbour. 0: no minimum. Read by
+    # ingest=sentence_window's splitter (20 there).
+    min_chunk_size: int = 0
+    # Small-to-big retrieval: what the answer stage does to each of its top chunks after context_window, before the
+    # compressor (a component config). none: nothing; ingest=sentence_window widens each to its sentence window.
+    expand: Any = "none"
+    # Sentences on each side of a hit that ingest=sentence_window's expansion adds.
+    window: int = 3
 
     def check(self) -> None:
         require(self.chunk_size > 0, "ingest.chunk_size", "must be > 0")
+        require(self.min_chunk_size >= 0, "ingest.min_chunk_size", "must be >= 0")
+        require(self.window >= 1, "ingest.window", "must be >= 1")
         require(0 <= self.chunk_overlap < self.chunk_size, "ingest.chunk_overlap",
                 f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")
         require(bool(self.chain), "ingest.chain", "must name at least one splitter")

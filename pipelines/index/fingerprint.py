@@ -45,14 +45,31 @@ def index_fingerprint(
 
 
 def _project_code_digest(spec: Mapping[str, Any]) -> str:
-    """Our own ingestion components are code, not config: a change to them must not reuse an old index."""
+    """Our own ingestion components are code, not config: a change to them must not reuse an old index.
+
+    A component's module may name, in `INDEX_CODE`, other project modules whose code shapes its chunks; they count
+    after it (a module without the list counts alone, as before the list existed)."""
     digest = hashlib.sha256()
     for target in sorted(str(c.get("_target_", "")) for c in spec["components"].values()):
         module = target.rpartition(".")[0]
         if module.split(".")[0] in PROJECT_PACKAGES:
-            source = importlib.util.find_spec(module)
-            digest.update(Path(source.origin).read_bytes() if source and source.origin else module.encode())
+            digest.update(_source(module))
+            for name in _index_code(module):
+                digest.update(_source(name))
     return digest.hexdigest()[:16]
+
+
+def _source(module: str) -> bytes:
+    """A module's source; a module that cannot be found counts by its name."""
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin).read_bytes() if spec and spec.origin else module.encode()
+
+
+def _index_code(module: str) -> tuple[str, ...]:
+    """The modules a component's module lists in `INDEX_CODE`; none when it cannot be found."""
+    if importlib.util.find_spec(module) is None:
+        return ()
+    return tuple(getattr(importlib.import_module(module), "INDEX_CODE", ()))
 
 
 def _without_embedder_model(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from haystack import Document
 from haystack.document_stores.types import DocumentStore
 
+from components.preprocessors.sentence_window_splitter import SENTENCE_ID
 from components.retrievers.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
 from pipelines.builder import build_pipeline
 from pipelines.errors import UserError
@@ -79,6 +80,8 @@ def collection_settings(name: str, tokenization: str) -> dict[str, Any]:
         *(text(field, "field", array=True) for field in EXACT_TEXT_ARRAYS),
         text("heading_path", tokenization, array=True),
         {"name": "span", "dataType": ["int[]"]},
+        # Filtered by range by the sentence-window expansion: declared an int rather than left to auto-schema's guess.
+        {"name": SENTENCE_ID, "dataType": ["int"]},
         {"name": "blob_data", "dataType": ["blob"]},
         {"name": "blob_mime_type", "dataType": ["text"]},
         {"name": "score", "dataType": ["number"]},

@@ -67,7 +67,8 @@ def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path)
     # every former receiver of the question now hangs off the rewriter, the answer stage's included
     for receiver in ("bm25", "query_embedder", "fusion", "reranker", "compressor", "answer"):
         assert graph.has_edge("rewriter", receiver), receiver
-    assert built.context_output.component == "compressor" and graph.has_edge("context_window", "compressor")
+    assert built.context_output.component == "compressor" and graph.has_edge("expand", "compressor")
+    assert graph.has_edge("context_window", "expand")  # ingest.expand's slot, a pass-through but for sentence_window
 
 
 @pytest.mark.parametrize(("rewriter", "paths"), [("multi_query", {"bm25", "dense"}), ("step_back", {"bm25", "dense"}),

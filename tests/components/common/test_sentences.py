@@ -3,6 +3,7 @@ import pytest
 from components.common.sentences import (
     content_terms,
     parse_citations,
+    sentence_units,
     split_sentences,
     strip_citations,
     support,
@@ -46,3 +47,29 @@ def test_support_is_the_share_of_claim_terms_found_in_sources():
     assert support("Full-time staff get 20 days.", ["Full-time employees get 20 days of leave."]) == pytest.approx(5 / 6)
     assert support("Nothing in common.", ["Full-time employees get 20 days."]) == 0.0
     assert support("年假有20天。", ["员工年假有20天。"]) == 1.0
+
+
+def test_sentence_units_join_back_to_the_text_with_the_whitespace_after_each():
+    text = "# Leave\n\nIt is 20 days. Ask early!  年假有20天。病假另计！\n- a list item\nHe is a director.Aleksander Ford."
+    units = sentence_units(text)
+    assert "".join(units) == text
+    assert units == [
+        "# Leave\n\n",
+        "It is 20 days. ",
+        "Ask early!  ",
+        "年假有20天。",
+        "病假另计！\n",
+        "- a list item\n",
+        "He is a director.",
+        "Aleksander Ford.",
+    ]
+
+
+def test_short_sentence_units_join_the_next_and_the_last_joins_the_one_before():
+    text = "# Leave\n\nAnnual leave is fifteen days. Yes. Sick leave is separate. Ok."
+    assert sentence_units(text, min_chars=20) == [
+        "# Leave\n\nAnnual leave is fifteen days. ",
+        "Yes. Sick leave is separate. Ok.",
+    ]
+    assert sentence_units("Short. Tiny.", min_chars=20) == ["Short. Tiny."]
+    assert sentence_units("  \n", min_chars=0) == ["  \n"] and sentence_units("") == []

@@ -100,3 +100,20 @@ def test_the_lineage_ignores_the_corpus_only():
     assert fingerprint(corpus=None) == fingerprint(corpus=None)
     assert fingerprint(corpus=None) != fingerprint("ingest.chunk_size=300", corpus=None)
     assert fingerprint(corpus=None) not in (fingerprint(corpus="c1"), fingerprint(corpus="c2"))
+
+
+def test_the_query_sides_keys_leave_every_index_as_it_was():
+    """ingest.expand and ingest.window act after retrieval; min_chunk_size is read by sentence_window's splitter."""
+    assert fingerprint("ingest.window=1", "ingest.min_chunk_size=40", "ingest.expand=null") == fingerprint()
+    sentences = fingerprint("ingest=sentence_window")
+    assert fingerprint("ingest=sentence_window", "ingest.window=1", "ingest.expand=none") == sentences
+    assert fingerprint("ingest=sentence_window", "ingest.min_chunk_size=40") != sentences
+
+
+def test_a_components_index_code_counts_with_its_own(monkeypatch):
+    """The sentence splitter's units come from components/common/sentences.py, which its INDEX_CODE names."""
+    from components.preprocessors import sentence_window_splitter
+
+    counted = fingerprint("ingest=sentence_window")
+    monkeypatch.setattr(sentence_window_splitter, "INDEX_CODE", ())
+    assert fingerprint("ingest=sentence_window") != counted

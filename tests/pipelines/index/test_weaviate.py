@@ -48,6 +48,10 @@ def test_fields_filtered_by_exact_value_are_not_split_into_words():
     assert declared["acl"]["dataType"] == ["text[]"] and declared["content"]["tokenization"] == "gse_ch"
 
 
+def test_sentence_numbers_are_declared_integers_for_the_sentence_windows_range_filter():
+    assert properties(collection_settings("Ragtune_x", "word"))["sentence_id"]["dataType"] == ["int"]
+
+
 def test_the_collection_compares_by_cosine_indexes_nulls_and_starts_unfinished():
     settings = collection_settings("Ragtune_x", "word")
     assert settings["vectorIndexConfig"] == {"distance": "cosine"} and settings["vectorizer"] == "none"
@@ -264,6 +268,27 @@ def test_hybrid_on_weaviate_indexes_once_and_keeps_tenants_apart(weaviate_cfg):
         for doc in first.query.view_documents(outputs)["retrieval"]:
             assert doc.meta.get("tenant") in (None, "acme") and not doc.meta.get("acl"), doc.id
     assert golden_hit_rate(first) >= 0.9
+
+
+@needs_server
+@pytest.mark.slow
+def test_sentence_windows_are_fetched_from_the_collection(weaviate_overrides):
+    cfg = composed(
+        "ingest=sentence_window",
+        "pipeline=bm25",
+        "answer=extractive",
+        "+pipeline.answer=${answer.stage}",
+        *weaviate_overrides,
+    )
+    indexed = load_indexed_pipeline(validate(cfg))
+    try:
+        query = indexed.query
+        outputs = query.run(question="How many days of annual leave do full-time employees get?")
+        hits = query.documents_at(outputs, query.views["stage/context_window"])
+        context = query.view_documents(outputs)["context"]
+        assert hits and sum(len(d.content) for d in context) > sum(len(d.content) for d in hits)
+    finally:
+        indexed.store.client.collections.delete(indexed.store.collection.name)
 
 
 def test_docker_compose_pins_the_servers_ragtune_is_pinned_against():
