@@ -338,6 +338,7 @@ def test_an_unknown_auth_is_named():
 
 def test_questions_never_run_in_parallel_threads_through_one_answerer():
     """The server may take requests concurrently; ServedPipeline's lock serialises them (checked here on threads)."""
+    from pipelines.built import BuiltPipeline
     from serving.served_pipeline import ServedPipeline
 
     active, peak, overlap = [0], [0], threading.Event()
@@ -347,6 +348,7 @@ def test_questions_never_run_in_parallel_threads_through_one_answerer():
         inputs = {"question": []}
         answer_output = None
         route_component = grader = context_output = retrieval_output = None
+        request_inputs = BuiltPipeline.request_inputs
 
         def run(self, **_):
             active[0] += 1
