@@ -4,6 +4,7 @@ the next one."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pipelines.errors import UserError
 from pipelines.index.snapshot import stale_temp_folders
 
 
@@ -49,7 +51,7 @@ def _locked_fd(path: Path, blocking: bool) -> int | None:
     so then it retries on the file that is there now.
     """
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -61,6 +63,23 @@ def _locked_fd(path: Path, blocking: bool) -> int | None:
         if _is_file_at(fd, path):
             return fd
         os.close(fd)
+
+
+def _open_lock_file(path: Path) -> int:
+    """The lock file at `path`, created if absent. Ours is an empty regular file, so that releasing it (an unlink)
+    never removes anything else: a symlink or a file with content standing there is a user's, and refused."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise UserError(f"index cache: {path} is a symlink, not ragtune's lock file; move it out of {path.parent}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > 0:
+        os.close(fd)
+        raise UserError(f"index cache: {path} holds data, so it is not ragtune's (empty) lock file; move it out of "
+                        f"{path.parent}")
+    return fd
 
 
 def _is_file_at(fd: int, path: Path) -> bool:

@@ -19,6 +19,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from experiments.runs.config import compose
 from pipelines.errors import UserError
 from pipelines.index import build_index, ingest_spec
+from pipelines.index.locking import remove_stale
 from pipelines.index.snapshot import LAST_USED, MANIFEST, save_snapshot
 from tests.support.cli import as_nobody, last_line, ragtune
 from tests.support.ingest_corpus import DOCS
@@ -169,3 +170,23 @@ def test_a_build_never_deletes_a_users_folder_that_stands_where_its_snapshot_goe
     with pytest.raises(UserError, match=r"was not written by ragtune .* stands where index fp goes; move it out of"):
         build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path / "cache", "fp")
     assert checksum(mine) == before
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_build_never_deletes_a_users_file_that_stands_where_its_lock_goes(tmp_path, kind):
+    """The lock file is unlinked on release: a user's file (or link) at its name is refused, never locked or removed."""
+    cfg = compose(["ingest=fixed", "ingest.chunk_size=120", "ingest.chunk_overlap=0"])
+    spec = ingest_spec(cfg.ingest, cfg.models.embedder.document)
+    home = make_user_folder(tmp_path / "home")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lock = cache / ".fp.lock"
+    if kind == "file":
+        lock.write_text("my notes\n")
+    else:
+        lock.symlink_to(home / "notes.txt")
+    before = (checksum(home), lock.is_symlink(), lock.read_text())
+    with pytest.raises(UserError, match=r"index cache: .*\.fp\.lock (is a symlink|holds data).* move it out of"):
+        build_index(DOCS, spec, InMemoryDocumentStore(), cache, "fp")
+    remove_stale(cache)  # the next build's sweep leaves it too
+    assert (checksum(home), lock.is_symlink(), lock.read_text()) == before
