@@ -45,6 +45,19 @@ MIME_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf", "te
 # Decoded by ragtune's codec check first, so a GBK .csv reads like a GBK .txt.
 TEXT_MIME_TYPES = ("text/plain", "text/markdown", "text/csv")
 SUFFIXES = ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .pptx, .xlsx, .csv"
+# The packages whose versions decide what the converters make of a file: a data set records them.
+CONVERSION_PACKAGES = (
+    "haystack-ai",
+    "lxml",
+    "pypdf",
+    "pdfplumber",
+    "pdfminer.six",
+    "python-docx",
+    "python-pptx",
+    "openpyxl",
+    "pandas",
+    "tabulate",
+)
 # Office files are ZIP packages; a password-protected one is an OLE compound file, as old binary ones are.
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # Nested metadata the DOCX and XLSX converters add (document properties, sheet name): the sheet name moves

@@ -39,26 +39,6 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipelines.errors import UserError
 
-SPEC_KEYS = {
-    "name",
-    "description",
-    "components",
-    "connections",
-    "inputs",
-    "retrieval_output",
-    "context_output",
-    "answer",
-    "answer_output",
-    "views",
-    "route",
-    "grader",
-    "answer_branches",
-    "question_from",
-    "queries_from",
-    "max_runs_per_component",
-    "model_slots",
-    "subpipelines",
-}
 QUERIES_FROM_KEYS = ("socket", "question", "paths")
 # Optional: `filters`, the expander's filters input; `query`, the socket that feeds each path's `query` (default:
 # the pipeline's question; a router's branch, so that a path runs only on the routes that retrieve).
@@ -100,6 +80,10 @@ class PipelineSpec:
     def to_mapping(self) -> dict[str, Any]:
         """The keys that are set, as the builder reads them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+# The keys a spec may have: PipelineSpec's fields.
+SPEC_KEYS = frozenset(f.name for f in fields(PipelineSpec))
 
 
 class PipelineConfigError(UserError, ValueError):

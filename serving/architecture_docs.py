@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments.runs.config import PROJECT_DIR
+from components.common.paths import PROJECT_DIR
 from experiments.runs.docs_page import page_command
 
 ARCHITECTURE_DOCS = PROJECT_DIR / "docs" / "architecture.md"

@@ -28,7 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments.runs.settings import WeaviateStore
+from experiments.runs.settings import STORE_KINDS, StoreSettings
 from pipelines.access import IndexAccess
 from pipelines.errors import UserError
 from pipelines.run_layout import ACCESS_FILE
@@ -131,7 +131,7 @@ STEPS: tuple[Callable[[RawBundle], RawBundle], ...] = (_format_1_to_2,)
 def _snapshot_access(raw: RawBundle, config: str) -> IndexAccess:
     """A snapshot in memory holds every chunk with its document's meta; a server's collection is not shipped."""
     store = OmegaConf.create(config).get("store") or {}
-    if store.get("kind") == WeaviateStore.kind:  # the one store kind whose index lives on a server
+    if STORE_KINDS.get(store.get("kind"), StoreSettings).server_side:
         raise UserError(
             f"index {raw.identities['index_fingerprint']} lives on a server and its bundle records no access.json "
             "(promoted before ragtune recorded who may see what): promote its run again"

@@ -1,8 +1,10 @@
-"""Where ragtune keeps its data cache, worked out once for the config, the commands and the components."""
+"""Where ragtune's checkout and its data cache are, worked out once for the config, the commands and the components."""
 
 import os
 from pathlib import Path
 
+# The checkout: conf/, data/ and docs/ are found from here, wherever a command runs from.
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 CACHE_ENV = "RAGTUNE_CACHE"
 DEFAULT_CACHE = ".cache/ragtune"
 

@@ -1,5 +1,4 @@
-"""Sentences, citation markers and lexical support: shared by the extractive answerer and the citation verifier;
-sentence units also by the sentence-window splitter.
+"""Sentences, citation markers and lexical support: shared by the extractive answerer and the citation verifier.
 
 Kept apart from `components/common/text.py` because that file's digest is part of the BM25 index identity.
 """
@@ -9,18 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import pairwise
 
+from components.common.sentence_units import SENTENCE_END
 from components.common.text import Tokenizer
 
 # [1] [1, 2] [1-3] [1][2] 【1】, with ASCII or full-width commas and the Chinese enumeration comma.
 CITATION = re.compile(r"[\[【]\s*(\d+(?:\s*[,，、\-–]\s*\d+)*)\s*[\]】]")
-# A sentence ends at . ! ? followed by whitespace, at a CJK terminator (no space follows those), or at a
-# lowercase word's full stop glued to a capital ("director.Aleksander", as in scraped passages; not "U.S.").
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z])|(?<=[。！？；])|(?<=[a-z0-9)\]\"”][.!?])(?=[A-Z])")
 _LEADING_CITATIONS = re.compile(rf"^(?P<citations>(?:\s*{CITATION.pattern})+[.。]?)\s*(?P<rest>.*)$")
 MAX_CITATION_RANGE = 50
-_LINE_BREAK = re.compile(r"\n\s*")
 
 _TOKENIZER = Tokenizer("auto", stopwords="en")
 
@@ -46,7 +41,7 @@ def split_sentences(text: str) -> list[str]:
     """Sentences of an answer or chunk; citations after a full stop ("... leave. [1]") join the sentence before."""
     sentences: list[str] = []
     for line in text.splitlines():
-        for piece in _SENTENCE_END.split(line):
+        for piece in SENTENCE_END.split(line):
             piece = piece.strip()
             leading = _LEADING_CITATIONS.match(piece)
             if sentences and leading:
@@ -55,34 +50,6 @@ def split_sentences(text: str) -> list[str]:
             if piece:
                 sentences.append(piece)
     return sentences
-
-
-def sentence_units(text: str, min_chars: int = 0) -> list[str]:
-    """`text` cut at split_sentences' sentence ends and at line breaks, into units that join back to it exactly:
-    each keeps the whitespace after it, so a splitter's offsets stay true. A unit of fewer than `min_chars` non-blank
-    characters (a heading, "Yes.") joins the next one, the last such unit the one before."""
-    ends = {_skip_space(text, m.end()) for m in _SENTENCE_END.finditer(text)}
-    cuts = ends | {m.end() for m in _LINE_BREAK.finditer(text)}
-    bounds = [0, *sorted(cut for cut in cuts if 0 < cut < len(text)), len(text)]
-    units: list[str] = []
-    pending = ""
-    for start, end in pairwise(bounds):
-        pending += text[start:end]
-        if len(pending.strip()) >= max(min_chars, 1):
-            units.append(pending)
-            pending = ""
-    if pending and units:
-        units[-1] += pending
-    elif pending:
-        units.append(pending)
-    return units
-
-
-def _skip_space(text: str, at: int) -> int:
-    """Past the whitespace at `at`: a CJK sentence end is zero-width, and what follows it belongs to its unit."""
-    while at < len(text) and text[at].isspace():
-        at += 1
-    return at
 
 
 @lru_cache(maxsize=8192)

@@ -9,7 +9,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.retrievers import SentenceWindowRetriever
 from haystack.document_stores.types import DocumentStore
 
-from components.preprocessors.sentence_window_splitter import SENTENCE_ID
+from components.common.sentence_units import SENTENCE_ID
 
 # The chunk meta naming a sentence's document (ChunkSpanLocator keeps it; DocumentSplitter's `source_id` it drops).
 SOURCE_ID = "doc_id"

@@ -58,20 +58,27 @@ def check_fusion_settings(
 ) -> None:
     """The joiner's scalar settings, each checked against its range so a bad value fails when the pipeline builds
     (and, through retriever.fusion's record, when a run's config is validated)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-    if rrf_k <= 0:
-        raise ValueError(f"rrf_k must be > 0, got {rrf_k}")
-    if unfit_weight < 0:
-        raise ValueError(f"unfit_weight must be >= 0, got {unfit_weight}")
-    if agreement_bonus < 0:
-        raise ValueError(f"agreement_bonus must be >= 0, got {agreement_bonus}")
-    if top_k is not None and top_k <= 0:
-        raise ValueError(f"top_k must be None or > 0, got {top_k}")
-    if confidence is not None and confidence not in CONFIDENCE_SIGNALS:
-        raise ValueError(f"confidence must be None or one of {list(CONFIDENCE_SIGNALS)}, got {confidence!r}")
-    if confidence_strength < 0:
-        raise ValueError(f"confidence_strength must be >= 0, got {confidence_strength}")
+    _require(mode in MODES, "mode", f"must be one of {list(MODES)}, got {mode!r}")
+    _require(rrf_k > 0, "rrf_k", f"must be > 0, got {rrf_k}")
+    _require(unfit_weight >= 0, "unfit_weight", f"must be >= 0, got {unfit_weight}")
+    _require(agreement_bonus >= 0, "agreement_bonus", f"must be >= 0, got {agreement_bonus}")
+    _require(top_k is None or top_k > 0, "top_k", f"must be None or > 0, got {top_k}")
+    _require(confidence is None or confidence in CONFIDENCE_SIGNALS, "confidence",
+             f"must be None or one of {list(CONFIDENCE_SIGNALS)}, got {confidence!r}")
+    _require(confidence_strength >= 0, "confidence_strength", f"must be >= 0, got {confidence_strength}")
+
+
+class FusionSettingError(ValueError):
+    """A joiner setting out of its range; `parameter` names it, so a config can name its own key."""
+
+    def __init__(self, parameter: str, rule: str) -> None:
+        super().__init__(f"{parameter} {rule}")
+        self.parameter, self.rule = parameter, rule
+
+
+def _require(ok: bool, parameter: str, rule: str) -> None:
+    if not ok:
+        raise FusionSettingError(parameter, rule)
 
 
 def _check_per_path(

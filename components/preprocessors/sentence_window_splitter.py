@@ -9,14 +9,10 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.preprocessors import DocumentSplitter
 
-from components.common.sentences import sentence_units
+from components.common.sentence_units import SENTENCE_ID, sentence_units
 
-# The unit's number in its document. DocumentSplitter writes it as `split_id`, which ChunkSpanLocator drops with
-# the rest of a splitter's bookkeeping; under this name it reaches the store, where SentenceWindowRetriever reads it
-# (with `doc_id` for the document).
-SENTENCE_ID = "sentence_id"
 # Project modules whose code shapes this component's chunks besides its own: the index fingerprint hashes them too.
-INDEX_CODE = ("components.common.sentences",)
+INDEX_CODE = ("components.common.sentence_units",)
 
 
 @component

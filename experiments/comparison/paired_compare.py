@@ -15,7 +15,6 @@ from rich.table import Table
 from experiments.comparison.significance import PairedComparison, paired
 from experiments.evaluation.answer_metrics import ANSWER, SELFCHECK
 from experiments.evaluation.context_metrics import CONTEXT
-from experiments.evaluation.judge import JUDGED
 from experiments.evaluation.question_record import QuestionRecord
 from experiments.evaluation.report import console
 from experiments.runs.metric_catalog import lower_is_better
@@ -33,7 +32,6 @@ DEFAULT_METRICS = (
     "context/recall_at_10",
     *(m for m in CONTEXT if m.startswith(("context/precision", "context/recall", "context/tokens"))),
     *ANSWER,
-    *JUDGED,
     *SELFCHECK,
     "cost/prompt_tokens",
     "cost/completion_tokens",

@@ -12,9 +12,9 @@ from experiments.datasets.base import (
     resolve_path,
 )
 from experiments.datasets.golden.evidence import load_golden, locate_evidence
-from experiments.datasets.local import CONVERSION_PACKAGES, load_corpus
+from experiments.datasets.local import load_corpus
 from experiments.datasets.settings import DemoDataset
-from pipelines.conversion import AUTO_ENCODING
+from pipelines.conversion import AUTO_ENCODING, CONVERSION_PACKAGES
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "demo"
 

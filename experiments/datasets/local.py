@@ -16,20 +16,7 @@ from experiments.datasets.base import (
 )
 from experiments.datasets.golden.evidence import load_golden
 from experiments.datasets.settings import LocalDataset
-from pipelines.conversion import Conversion, convert_files
-
-CONVERSION_PACKAGES = (
-    "haystack-ai",
-    "lxml",
-    "pypdf",
-    "pdfplumber",
-    "pdfminer.six",
-    "python-docx",
-    "python-pptx",
-    "openpyxl",
-    "pandas",
-    "tabulate",
-)
+from pipelines.conversion import CONVERSION_PACKAGES, Conversion, convert_files
 
 
 def load_local(config: LocalDataset) -> Dataset:

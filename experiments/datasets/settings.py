@@ -53,9 +53,6 @@ class DatasetSettings:
     # (relative paths resolve against the directory you run from); null: the agent searches documents only.
     sql: str | None = None
 
-    def __post_init__(self) -> None:
-        """Each kind checks its own values (the Enums above are checked by OmegaConf)."""
-
 
 @dataclass
 class GoldenFileSettings(DatasetSettings):
@@ -82,7 +79,6 @@ class DemoDataset(GoldenFileSettings):
     meta_file: str | None = None
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.subset is not None and self.subset not in DEMO_SUBSETS:
             raise DatasetError(f"dataset.subset: must be one of {', '.join(DEMO_SUBSETS)} or null, got {self.subset!r}")
 
@@ -106,7 +102,6 @@ class LocalDataset(GoldenFileSettings):
     meta_file: str | None = None
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.encoding != AUTO_ENCODING:
             try:
                 codecs.lookup(self.encoding)
@@ -129,7 +124,6 @@ class BeirDataset(DatasetSettings):
     max_queries: int | None = None
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         _at_least("max_queries", self.max_queries, 1, nullable=True)
 
 
@@ -148,7 +142,6 @@ class HaluEvalDataset(DatasetSettings):
     unanswerable: int = 0
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         _at_least("sample", self.sample, 1, nullable=True)
         for key in ("seed", "distractors", "unanswerable"):
             _at_least(key, getattr(self, key), 0, nullable=False)

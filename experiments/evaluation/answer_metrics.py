@@ -19,6 +19,7 @@ from haystack.dataclasses import GeneratedAnswer
 from components.common.sentences import strip_citations
 from components.common.words import HAN_RUN
 from experiments.evaluation.agent_metrics import agent_scores
+from experiments.evaluation.judge import JUDGED
 from experiments.evaluation.metric_registry import Direction, Layer, declare
 
 _ARTICLES = {"a", "an", "the"}
@@ -64,7 +65,7 @@ FALSE_REFUSAL_RATE = declare(
 )
 ANSWER = (
     F1, EXACT_MATCH, ROUGE_L, CHRF, SEMANTIC_SIMILARITY, CITATION_ACCURACY, UNSUPPORTED_SENTENCE_RATE,
-    REFUSAL_ACCURACY, FALSE_REFUSAL_RATE,
+    REFUSAL_ACCURACY, FALSE_REFUSAL_RATE, *JUDGED,
 )
 REFUSED = declare(
     "answer/refused", Layer.ANSWER, Direction.NEITHER, "per question: 1 when the pipeline refused"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from haystack.dataclasses import GeneratedAnswer
 
 from experiments.evaluation.metric_registry import Direction, Layer, declare
-from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.question_record import QuestionRecord, mean_score
 from pipelines.instrumentation import ChatUsage
 
 LLM_CALLS_PER_QUESTION = declare(
@@ -56,8 +55,4 @@ def cost_scores(traced: ChatUsage, answer: GeneratedAnswer | None) -> dict[str, 
 
 def cost_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
     """The run's means per question (0 where no question has a cost)."""
-    metrics = {}
-    for per_question, name in zip(COSTS, COST, strict=True):
-        values = [value for record in records if (value := record.score(per_question)) is not None]
-        metrics[name] = float(np.mean(values)) if values else 0.0
-    return metrics
+    return {name: mean_score(records, per_question) or 0.0 for per_question, name in zip(COSTS, COST, strict=True)}

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 from haystack import Document
 from haystack.dataclasses import GeneratedAnswer
 from tqdm import tqdm
@@ -36,12 +35,12 @@ from experiments.evaluation.diagnosis import (
     layer_counts,
 )
 from experiments.evaluation.grading_metrics import grading_record, grading_summary
-from experiments.evaluation.judge import JUDGED, Judge
+from experiments.evaluation.judge import Judge
 from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.metrics import aggregate, by_category, latency_percentiles, rank_metrics
 from experiments.evaluation.mlflow_traces import QuestionTraces
 from experiments.evaluation.query_metrics import query_scores, query_summary
-from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.question_record import QuestionRecord, mean_score, score_values
 from experiments.evaluation.relevance import Corpus, Judged, unlocated_counts, unlocated_summary
 from experiments.evaluation.relevance import judge as judge_ranking
 from experiments.evaluation.routing_metrics import routed_wrong, routing_summary
@@ -330,32 +329,23 @@ def _summarise(
 
 def _layer_summary(records: Sequence[QuestionRecord], has_answer: bool, costs: bool) -> dict[str, float]:
     """Context and answer means; cost where a model may be called (an answer stage, or an LLM on the query side)."""
-    metrics = {name: value for name in CONTEXT if (value := _mean(records, name)) is not None}
+    metrics = {name: value for name in CONTEXT if (value := mean_score(records, name)) is not None}
     if not costs:
         return metrics
     metrics |= cost_summary(records)
     if not has_answer:
         return metrics
-    metrics |= {name: value for name in (*ANSWER, *JUDGED, *SELFCHECK) if (value := _mean(records, name)) is not None}
+    metrics |= {name: value for name in (*ANSWER, *SELFCHECK) if (value := mean_score(records, name)) is not None}
     metrics[JUDGE_FAILURES] = float(sum(r.score(JUDGE_FAILED) or 0.0 for r in records))
     return metrics | agent_summary([{k: float(v) for k, v in r.scores.items() if isinstance(v, int | float)}
                                     for r in records])
-
-
-def _values(records: Sequence[QuestionRecord], name: str) -> list[float]:
-    return [value for r in records if (value := r.score(name)) is not None]
-
-
-def _mean(records: Sequence[QuestionRecord], name: str) -> float | None:
-    values = _values(records, name)
-    return float(np.mean(values)) if values else None
 
 
 def _intervals(records: Sequence[QuestionRecord], confidence: float) -> dict[str, float]:
     """Bootstrap CI of the mean for each headline metric, over the questions that have it."""
     metrics = {}
     for name in HEADLINE:
-        if values := _values(records, name):
+        if values := score_values(records, name):
             interval = mean_ci(values, confidence)
             metrics |= {f"{name}/ci95_low": interval.low, f"{name}/ci95_high": interval.high}
     return metrics

@@ -7,9 +7,11 @@ existed read back the same: `from_json(to_json(r)) == r` for every record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 ANSWER_FIELDS = ("answer", "refused", "citations", "unsupported_sentences")
 ROUTE_FIELDS = ("expected_route", "route", "rewritten_question", "rewritten_queries")
@@ -78,6 +80,17 @@ class QuestionRecord:
             routing={k: rest[k] for k in ROUTE_FIELDS if k in rest},
             extras={k: v for k, v in rest.items() if k not in claimed and k not in scores},
         )
+
+
+def score_values(records: Sequence[QuestionRecord], name: str) -> list[float]:
+    """`name`'s score of every question that has one."""
+    return [value for record in records if (value := record.score(name)) is not None]
+
+
+def mean_score(records: Sequence[QuestionRecord], name: str) -> float | None:
+    """The mean of `name` over the questions that have it; None when none does."""
+    values = score_values(records, name)
+    return float(np.mean(values)) if values else None
 
 
 def _is_score(value: Any) -> bool:

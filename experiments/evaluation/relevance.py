@@ -18,7 +18,7 @@ from haystack import Document
 
 from experiments.datasets.golden.items import ROW_ID, GoldenItem
 from experiments.evaluation.metric_registry import Direction, Layer, declare
-from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.question_record import QuestionRecord, score_values
 
 UNLOCATED = "unlocated_documents"
 declare(
@@ -77,7 +77,7 @@ def unlocated_counts(ranked: Mapping[str, list[Document]], corpus: Corpus | None
 def unlocated_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
     """The unlocated documents of each view, summed over the questions."""
     names = sorted({key for record in records for key in record.scores if key.endswith(f"/{UNLOCATED}")})
-    return {name: float(sum(v for record in records if (v := record.score(name)) is not None)) for name in names}
+    return {name: float(sum(score_values(records, name))) for name in names}
 
 
 def judge(

@@ -16,7 +16,6 @@ from experiments.evaluation.context_metrics import CONTEXT, RAGAS_PRECISION, RAG
 from experiments.evaluation.cost_metrics import COST
 from experiments.evaluation.evaluate import JUDGE_FAILURES
 from experiments.evaluation.grading_metrics import LABEL_ACCURACY
-from experiments.evaluation.judge import JUDGED
 from experiments.evaluation.query_metrics import QUERY
 from experiments.evaluation.routing_metrics import ROUTER_ACCURACY
 
@@ -28,7 +27,7 @@ NOT_PRINTED = frozenset({RAGAS_PRECISION, RAGAS_RECALL})
 # the agent (pipeline=agentic).
 CONTROL = (ROUTER_ACCURACY, LABEL_ACCURACY, TOOL_CHOICE_ACCURACY, STEPS_PER_QUESTION)
 LAYER_METRICS = tuple(
-    m for m in (*QUERY, *CONTEXT, *ANSWER, *JUDGED, JUDGE_FAILURES, *SELFCHECK, *CONTROL, *COST) if m not in NOT_PRINTED
+    m for m in (*QUERY, *CONTEXT, *ANSWER, JUDGE_FAILURES, *SELFCHECK, *CONTROL, *COST) if m not in NOT_PRINTED
 )
 
 

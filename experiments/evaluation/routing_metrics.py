@@ -18,7 +18,7 @@ from components.routers.routes import CONVERSATIONAL, ROUTES
 from experiments.evaluation.cost_metrics import COSTS
 from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.metrics import latency_percentiles
-from experiments.evaluation.question_record import QuestionRecord
+from experiments.evaluation.question_record import QuestionRecord, mean_score
 
 ROUTER_ACCURACY = declare(
     "router/accuracy", Layer.ROUTING, Direction.HIGHER,
@@ -65,9 +65,8 @@ def routing_summary(records: Sequence[QuestionRecord]) -> dict[str, float]:
         rows = [r for r in routed if r.routing["route"] == route]
         metrics[f"route/{route}_rate"] = len(rows) / len(routed)
         for name in COSTS:
-            values = [value for r in rows if (value := r.score(name)) is not None]
-            if values:
-                metrics[f"{name}_per_question/route/{route}"] = float(np.mean(values))
+            if (mean := mean_score(rows, name)) is not None:
+                metrics[f"{name}_per_question/route/{route}"] = mean
         metrics |= latency_percentiles(f"latency/route/{route}", [r.latency_ms for r in rows])
     labelled = _labelled(records)
     if labelled:

@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from components.common.paths import PROJECT_DIR
 from experiments.datasets.settings import KINDS as DATASET_KINDS
 from experiments.datasets.settings import dataset_settings
 from experiments.evaluation.settings import EvalSettings, JudgeSettings
@@ -29,14 +30,13 @@ from experiments.runs.settings import (
     RetrieverSettings,
     SelfCheckSettings,
 )
-from pipelines.errors import ConfigError, UserError
+from pipelines.errors import ConfigError, UserError, require
 from pipelines.models import resolve_model
 from pipelines.spec import PipelineSpec
 
 T = TypeVar("T")
 
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
 CONF_DIR = PROJECT_DIR / "conf"
 CONFIG_GROUPS = frozenset(path.name for path in CONF_DIR.iterdir() if path.is_dir())
 # Top-level keys a user may add with `+key=...` although no file declares them.
@@ -152,17 +152,17 @@ def validate(cfg: DictConfig) -> RunSettings:
         cache=Path(str(cfg.paths.cache)),
         config=cfg,
     )
-    _check_order_is_read(cfg)
+    _check_order_is_read(settings)
     _check_selfcheck(settings)
     _warn_ks_beyond_depth(settings.eval.ks, settings.retriever.top_k)
     return settings
 
 
 def _objective(objective: Any, ks: list[int]) -> str:
-    _require(isinstance(objective, str) and "/" in objective, "objective",
+    require(isinstance(objective, str) and "/" in objective, "objective",
              f"must name a logged metric such as retrieval/mrr_at_10, got {objective!r}")
     cutoff = re.search(r"_at_(\d+)$", objective)
-    _require(cutoff is None or int(cutoff[1]) in ks, "objective",
+    require(cutoff is None or int(cutoff[1]) in ks, "objective",
              f"{objective} is logged only when eval.ks holds {cutoff[1] if cutoff else ''}; eval.ks is {ks}")
     return objective
 
@@ -180,12 +180,13 @@ def _answer_stage_has(stage: Any, component: str) -> bool:
     return components is not None and component in components
 
 
-def _check_order_is_read(cfg: DictConfig) -> None:
+def _check_order_is_read(settings: RunSettings) -> None:
     """A context order that no stage of this pipeline reads would be logged as if it had been measured."""
-    if cfg.get("order") is None or cfg.order.get("_target_") == "none":
+    order = settings.section("order")
+    if order is None or order.get("_target_") == "none":
         return
-    _require(
-        _answer_stage_has(OmegaConf.select(cfg, "pipeline.answer"), "order"),
+    require(
+        _answer_stage_has(settings.pipeline.answer, "order"),
         "order",
         "only the llm answer stage reads it (answer=llm); span and extractive answers weigh each chunk by its "
         "rank, and a retrieval-only pipeline has no prompt; drop it or set answer=llm",
@@ -197,14 +198,14 @@ def _check_selfcheck(settings: RunSettings) -> None:
     retries = settings.selfcheck.max_retries
     if retries == 0:
         return
-    _require(
+    require(
         _answer_stage_has(settings.pipeline.answer, "selfcheck"),
         "selfcheck.max_retries",
         "only the llm answer stage retries (answer=llm); span and extractive answers quote the context, so "
         "their sentences are always supported, and a retrieval-only pipeline has no answer",
     )
     bound = settings.pipeline.max_runs_per_component
-    _require(
+    require(
         retries < bound,
         "selfcheck.max_retries",
         f"must be below pipeline.max_runs_per_component ({bound}), the loop's bound in Haystack",
@@ -235,8 +236,3 @@ def _warn_ks_beyond_depth(ks: list[int], depth: int) -> None:
             f"count only the {depth} retrieved documents (recall@{beyond[0]} equals recall@{depth})",
             file=sys.stderr,
         )
-
-
-def _require(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"config key '{key}': {message}")

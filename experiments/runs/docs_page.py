@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from experiments.runs.config import PROJECT_DIR
+from components.common.paths import PROJECT_DIR
 
 
 def page_command(

@@ -3,6 +3,7 @@ when a promoted run is served, so that a different package version or a retraine
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from experiments.runs.run_settings import RunSettings
@@ -16,9 +17,8 @@ def slot_models(settings: RunSettings, query: BuiltPipeline) -> dict[str, dict[s
     present = dict(query.pipeline.walk())
     slots = {}
     for slot, declared in query.model_slots.items():
-        section = settings.section(declared.section)
-        if isinstance(section, dict) and section.get("model") and declared.component in present:
-            slots[slot] = {"model": section["model"], **(section.get("endpoint") or {})}
+        if declared.component in present and (model := settings.section(f"{declared.section}.model")):
+            slots[slot] = {"model": model, **(settings.section(f"{declared.section}.endpoint") or {})}
     return slots
 
 
@@ -27,10 +27,9 @@ def model_identities(settings: RunSettings, query: BuiltPipeline, embedder: str)
     computed for the index fingerprint (a folder's identity hashes its files)."""
     identities = {"embedder": embedder}
     if query.llm_components:
-        identities["generator"] = generator_identity(settings.section("models.generator"))
-    answer = settings.section("answer") or {}
-    if settings.pipeline.answer is not None and answer.get("model"):  # it runs the answer stage
-        identities["answer"] = model_identity(answer["model"])
+        identities["generator"] = generator_identity(dataclasses.asdict(settings.models.generator))
+    if settings.pipeline.answer is not None and (model := settings.section("answer.model")):  # it runs the stage
+        identities["answer"] = model_identity(model)
     identities |= {slot: generator_identity(model) for slot, model in slot_models(settings, query).items()}
     return identities
 

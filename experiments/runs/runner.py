@@ -5,6 +5,7 @@ The MLflow run opens before any work so that a crash anywhere ends it FAILED wit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import traceback
 from collections.abc import Sequence
@@ -191,7 +192,7 @@ def _run(run: RunSettings, job_dir: Path, run_id: str, experiment: str) -> dict[
     mlflow.log_text(query.pipeline.dumps(), PIPELINE_ARTIFACT)
 
     if query.llm_components:  # an unreachable endpoint fails before indexing
-        check_endpoint(run.section("models.generator"))
+        check_endpoint(dataclasses.asdict(run.models.generator))
     for slot, model in slot_models(run, query).items():
         check_endpoint(model, key=f"{query.model_slots[slot].section}.endpoint")
     embeddings = _answer_embeddings(run.models.embedder, query)

@@ -7,12 +7,20 @@ what it means; docs/config.md is generated from these and the YAML files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from haystack.document_stores.types import FilterPolicy as HaystackFilterPolicy
 from omegaconf import MISSING
 
-from components.joiners.rank_fusion_joiner import CONFIDENCE_SIGNALS, MODES, check_fusion_settings
+from components.crag.crag_evaluator import KEEPS
+from components.joiners.rank_fusion_joiner import (
+    CONFIDENCE_SIGNALS,
+    MODES,
+    FusionSettingError,
+    check_fusion_settings,
+)
 from components.retrievers.bm25_retriever import METHODS
+from components.retrievers.embedding_retriever import SIMILARITIES
 from pipelines.choices import choices
 from pipelines.errors import ConfigError, require
 from pipelines.fusion_fit import KINDS as FIT_KINDS
@@ -22,10 +30,11 @@ FusionMode = choices("FusionMode", list(MODES))
 FusionConfidence = choices("FusionConfidence", CONFIDENCE_SIGNALS)
 FitQueries = choices("FitQueries", FIT_KINDS)
 FusionFitMode = choices("FusionFitMode", ("auto",))
-FilterPolicy = choices("FilterPolicy", ("merge", "replace"))  # Haystack's FilterPolicy, by value
-SimilarityFunction = choices("SimilarityFunction", ("cosine", "dot_product"))
+FilterPolicy = choices("FilterPolicy", sorted(policy.value for policy in HaystackFilterPolicy))
+SimilarityFunction = choices("SimilarityFunction", SIMILARITIES)
 CragAction = choices("CragAction", ("refuse", "search"))
-CorrectKeeps = choices("CorrectKeeps", ("relevant", "not_irrelevant"))
+CorrectKeeps = choices("CorrectKeeps", KEEPS)
+
 
 @dataclass
 class Bm25Settings:
@@ -73,9 +82,8 @@ class FusionSettings:
         try:
             check_fusion_settings(self.mode, self.rrf_k, self.unfit_weight, self.agreement_bonus, None,
                                   self.confidence, self.confidence_strength)
-        except ValueError as e:
-            parameter, _, rule = str(e).partition(" ")
-            raise ConfigError(f"config key 'retriever.fusion.{parameter}': {rule}") from None
+        except FusionSettingError as e:
+            raise ConfigError(f"config key 'retriever.fusion.{e.parameter}': {e.rule}") from None
 
 
 @dataclass
@@ -167,6 +175,8 @@ class StoreSettings:
     kind: str = MISSING
     # The document store's factory (a Haystack document store class, or a function returning one).
     _target_: str = MISSING
+    # Whether the index lives on a server (never snapshotted here, never read back whole); not a config key.
+    server_side: ClassVar[bool] = False
 
 
 @dataclass
@@ -179,6 +189,7 @@ class InMemoryStore(StoreSettings):
 
 @dataclass
 class WeaviateStore(StoreSettings):
+    server_side: ClassVar[bool] = True
     kind: str = "weaviate"
     _target_: str = "pipelines.index.weaviate.weaviate_document_store"
     # The server's HTTP URL; null: $WEAVIATE_URL.

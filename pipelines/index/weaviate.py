@@ -20,7 +20,7 @@ from typing import Any
 from haystack import Document
 from haystack.document_stores.types import DocumentStore
 
-from components.preprocessors.sentence_window_splitter import SENTENCE_ID
+from components.common.sentence_units import SENTENCE_ID
 from components.retrievers.weaviate_search import EXACT_TEXT, EXACT_TEXT_ARRAYS
 from pipelines.builder import build_pipeline
 from pipelines.errors import UserError

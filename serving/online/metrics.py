@@ -31,6 +31,7 @@ class ServerMetrics:
 
     def __init__(self, traces: Callable[[], Traces | None]) -> None:
         self.registry = CollectorRegistry()
+        self._paths: frozenset[str] | None = None
         self._requests = Counter(
             "ragtune_requests", "Requests that reached the pipeline, by reply status and served variant",
             ["status", "variant"], registry=self.registry,
@@ -66,10 +67,11 @@ class ServerMetrics:
 
     def refused(self, status: int, request: Request) -> None:
         """A refused request, by its route: the app's own paths are the only ones kept as a label."""
+        if self._paths is None:  # the app's routes are fixed once it serves: read them at the first refusal
+            # FastAPI keeps an included router as one entry of `app.routes`: its walker yields each route of it.
+            self._paths = frozenset(route.path for route in iter_route_contexts(request.app.routes))
         path = request.url.path
-        # FastAPI keeps an included router as one entry of `app.routes`: its walker yields each route of it.
-        routes = {route.path for route in iter_route_contexts(request.app.routes)}
-        self._refusals.labels(status=str(status), path=path if path in routes else OTHER).inc()
+        self._refusals.labels(status=str(status), path=path if path in self._paths else OTHER).inc()
 
     def shadow_answered(self, status: int) -> None:
         self._shadow.labels(status=str(status)).inc()

@@ -1,9 +1,9 @@
 import pytest
 
+from components.common.sentence_units import sentence_units
 from components.common.sentences import (
     content_terms,
     parse_citations,
-    sentence_units,
     split_sentences,
     strip_citations,
     support,

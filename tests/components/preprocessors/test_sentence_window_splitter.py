@@ -1,8 +1,9 @@
 import pytest
 from haystack import Document
 
+from components.common.sentence_units import SENTENCE_ID
 from components.preprocessors.chunk_span_locator import ChunkSpanLocator
-from components.preprocessors.sentence_window_splitter import SENTENCE_ID, SentenceWindowSplitter
+from components.preprocessors.sentence_window_splitter import SentenceWindowSplitter
 
 EN = "# Leave\n\nAnnual leave is fifteen days a year. Ask early.  Sick leave is separate and unlimited.\n"
 ZH = "# 假期\n\n员工每年有十五天带薪年假，入职满一年后开始计算。病假需要提供医院证明，最长三十天。婚假为十天，需提前两周申请。"

@@ -111,7 +111,7 @@ def test_the_query_sides_keys_leave_every_index_as_it_was():
 
 
 def test_a_components_index_code_counts_with_its_own(monkeypatch):
-    """The sentence splitter's units come from components/common/sentences.py, which its INDEX_CODE names."""
+    """The sentence splitter's units come from components/common/sentence_units.py, which its INDEX_CODE names."""
     from components.preprocessors import sentence_window_splitter
 
     counted = fingerprint("ingest=sentence_window")
