@@ -1,8 +1,8 @@
 """Every metric a job logs, as the modules that compute them declare them, and which way each is better.
 
-The declarations: experiments/evaluation/metric_registry.py. The catalog sits beside the runner, which declares
-the job's own metrics (time, index, dataset); importing every declaring module here is what makes it whole,
-wherever it is read from.
+The declarations: experiments/evaluation/metric_registry.py; the job's own metrics (time, index, dataset):
+experiments/runs/job_metrics.py. Importing every declaring module here is what makes the catalog whole, wherever it
+is read from.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from experiments.evaluation import (
     routing_metrics,
 )
 from experiments.evaluation.metric_registry import Direction, MetricInfo, declared, find
-from experiments.runs import runner
+from experiments.runs import job_metrics
 
 # Every module that declares metrics (a test keeps the list complete), in the order docs/metrics.md lists a
 # layer's metrics by: then in each module's own order.
@@ -41,7 +41,7 @@ DECLARING_MODULES = (
     cost_metrics,
     evaluate,
     diagnosis,
-    runner,
+    job_metrics,
 )
 _ORDER = [module.__name__ for module in DECLARING_MODULES]
 METRICS: tuple[MetricInfo, ...] = tuple(sorted(declared(), key=lambda metric: _ORDER.index(metric.module)))

@@ -31,12 +31,19 @@ from experiments.evaluation.answer_metrics import Similarity, ragas_embeddings
 from experiments.evaluation.diagnosis import diagnosis_markdown
 from experiments.evaluation.evaluate import Evaluation, evaluate, evidence_doc_ids
 from experiments.evaluation.judge import openai_compatible_judge
-from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.report import print_results, print_skipped_files
 from experiments.evaluation.routing_metrics import write_confusion
 from experiments.runs.config import register_config, validate
 from experiments.runs.identities import identity_tags, slot_models
 from experiments.runs.indexed import prepare_pipeline
+from experiments.runs.job_metrics import (
+    CACHE_HIT,
+    CHUNKS,
+    EVAL_SECONDS,
+    INDEX_SECONDS,
+    MODEL_LOAD_SECONDS,
+    SKIPPED_FILES,
+)
 from experiments.runs.model_settings import EmbedderSettings
 from experiments.runs.portable import portable_config
 from experiments.runs.run_settings import RunSettings
@@ -89,21 +96,6 @@ UNNAMED_SECTIONS = ("paths.", "mlflow.", "objective")
 # Evidence documents per filtered lookup: at the 400-chunk documents of a long PDF corpus, 16 stay under 9,999.
 EVIDENCE_BATCH = 16
 
-INDEX_SECONDS = declare("time/index_seconds", Layer.RUN, Direction.NEITHER,
-                        "building or loading the index, with the warm-up of the components that read it")
-MODEL_LOAD_SECONDS = declare("time/model_load_seconds", Layer.RUN, Direction.NEITHER,
-                             "warming up the other components (loading their models)")
-EVAL_SECONDS = declare("time/eval_seconds", Layer.RUN, Direction.NEITHER,
-                       "answering and scoring the golden set")
-CACHE_HIT = declare("index/cache_hit", Layer.RUN, Direction.NEITHER,
-                    "1 when the index came from the snapshot cache")
-CHUNKS = declare("index/chunks", Layer.RUN, Direction.NEITHER, "chunks in the index")
-declare("index/{reused,ingested,removed}_documents", Layer.RUN, Direction.NEITHER,
-        "after an incremental update of an earlier index: the documents kept, split and embedded again, and "
-        "dropped ([pipelines](pipelines.md#ingestion-and-the-index-cache))")
-SKIPPED_FILES = declare("dataset/skipped_files", Layer.RUN, Direction.NEITHER,
-                        "corpus files that could not be converted and were not indexed, each with its reason in "
-                        "`skipped_files.json` ([datasets](datasets.md#local-corpora))")
 
 
 @dataclass(frozen=True)

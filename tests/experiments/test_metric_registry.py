@@ -70,7 +70,7 @@ def test_an_exact_declaration_wins_then_the_pattern_with_the_most_fixed_text():
 
 def test_a_metric_is_declared_once_from_the_module_that_computes_it():
     assert describe("answer/f1").module == "experiments.evaluation.answer_metrics"
-    assert describe("time/index_seconds").module == "experiments.runs.runner"
+    assert describe("time/index_seconds").module == "experiments.runs.job_metrics"
     with pytest.raises(ValueError, match="declared twice"):
         declare("answer/f1", Layer.ANSWER, Direction.HIGHER, "again")
 
