@@ -1,1 +1,1 @@
-"""Ingestion steps after splitting: chunk spans, heading prefixes."""
+"""Ingestion steps: our splitters (sentence windows, semantic), chunk spans, the chunk guard, heading prefixes."""

@@ -129,9 +129,15 @@ class IngestSettings:
     chain: list[str] = MISSING
     # Name -> a Haystack component config.
     splitters: dict[str, Any] = field(default_factory=dict)
-    # Non-blank characters a chunk needs; a shorter one joins its neighbour. 0: no minimum. Read by
-    # ingest=sentence_window's splitter (20 there).
+    # Non-blank characters a chunk needs; a shorter one joins its neighbour in its document (after any splitter,
+    # which also never cuts a code block or table: one longer than 3 x chunk_size is cut between rows, its header
+    # repeated). 0: no minimum. sentence_window: 20, semantic: 100, its splitter's min_length too.
     min_chunk_size: int = 0
+    # ingest=semantic: a distance between neighbouring sentence groups' embeddings above this percentile of the
+    # document's distances is a cut (Haystack's EmbeddingBasedDocumentSplitter; chunks over chunk_size are cut again).
+    percentile: float = 0.95
+    # ingest=semantic: sentence units embedded together.
+    sentences_per_group: int = 3
     # Small-to-big retrieval: what the answer stage does to each of its top chunks after context_window, before the
     # compressor (a component config). none: nothing; ingest=sentence_window widens each to its sentence window.
     expand: Any = "none"
@@ -140,7 +146,10 @@ class IngestSettings:
 
     def check(self) -> None:
         require(self.chunk_size > 0, "ingest.chunk_size", "must be > 0")
-        require(self.min_chunk_size >= 0, "ingest.min_chunk_size", "must be >= 0")
+        require(0 <= self.min_chunk_size < self.chunk_size, "ingest.min_chunk_size",
+                f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")
+        require(0 <= self.percentile <= 1, "ingest.percentile", "must be within [0, 1]")
+        require(self.sentences_per_group >= 1, "ingest.sentences_per_group", "must be >= 1")
         require(self.window >= 1, "ingest.window", "must be >= 1")
         require(0 <= self.chunk_overlap < self.chunk_size, "ingest.chunk_overlap",
                 f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")

@@ -20,10 +20,13 @@ class IngestChain(Protocol):
     chain: Sequence[str]
     splitters: Mapping[str, Any]
     heading_prefix: bool
+    chunk_size: int
+    min_chunk_size: int
 
 
 def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ingestion graph: configured splitters in `ingest.chain`, then spans, heading prefix, embedding, write.
+    """The ingestion graph: configured splitters in `ingest.chain`, then spans, the guard (no code block or table
+    cut, no chunk under `ingest.min_chunk_size`), heading prefix, embedding, write.
 
     `document_embedder=None` leaves embedding out, for query pipelines that read no vectors (BM25 only): the
     snapshot then has no embeddings, and its fingerprint differs from the embedded index's.
@@ -32,6 +35,11 @@ def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None
     components: dict[str, Any] = {name: plain(ingest.splitters[name]) for name in chain}
     components |= {
         "spans": {"_target_": "components.preprocessors.chunk_span_locator.ChunkSpanLocator"},
+        "guard": {
+            "_target_": "components.preprocessors.chunk_guard.ChunkGuard",
+            "min_chars": ingest.min_chunk_size,
+            "chunk_size": ingest.chunk_size,
+        },
         "prefix": {"_target_": "components.preprocessors.heading_prefixer.HeadingPrefixer", "enabled": ingest.heading_prefix},
     }
     if document_embedder is not None:
@@ -49,5 +57,5 @@ def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None
         "name": f"ingest-{ingest.name}",
         "components": components,
         "connections": connections,
-        "inputs": {"documents": [f"{chain[0]}.documents", "spans.sources"]},
+        "inputs": {"documents": [f"{chain[0]}.documents", "spans.sources", "guard.sources"]},
     }

