@@ -170,7 +170,7 @@ def bench_indexing(documents: list[Document], overrides: tuple[str, ...] = (), r
     ours, raw = [], []
     for _ in range(rounds):
         store = InMemoryDocumentStore()
-        pipeline = build_pipeline(spec, {"store": store}, key="ingest")
+        pipeline = build_pipeline(spec, {"store": store, "parents": InMemoryDocumentStore()}, key="ingest")
         pipeline.warm_up()
         start = time.perf_counter()
         pipeline.run(documents=documents)

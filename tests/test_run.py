@@ -356,6 +356,13 @@ def test_bad_config_key_fails_fast_with_the_key_in_one_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_parent_blocks_on_weaviate_are_refused_in_one_line_before_any_connection(tmp_path):
+    """No server is needed to be told: the refusal comes before the store is made."""
+    result = run(tmp_path, "store=weaviate", "store.url=http://127.0.0.1:9", "ingest=parent_child", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: config key 'ingest': ingest=parent_child keeps")
+
+
 def test_an_unavailable_hub_model_fails_with_one_clear_line(tmp_path):
     result = run(tmp_path, "models=bge_m3", check=False)
     assert result.returncode == 2

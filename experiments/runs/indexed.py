@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Pipeline
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DocumentStore
 
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
@@ -21,7 +22,7 @@ from experiments.datasets import Dataset, load_dataset
 from experiments.runs.identities import model_identities
 from experiments.runs.model_settings import EmbedderSettings
 from experiments.runs.run_settings import RunSettings
-from experiments.runs.settings import FusionFitMode, StoreSettings, WeaviateStore
+from experiments.runs.settings import FusionFitMode, IngestSettings, StoreSettings, WeaviateStore
 from pipelines.builder import build_pipeline, reads_embeddings
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
@@ -56,6 +57,7 @@ class IndexedPipeline:
 
     source: Dataset | None
     store: DocumentStore
+    parents: DocumentStore  # the parent blocks of an index that has them (ingest.parents), never searched
     spec: dict[str, Any] | None
     fingerprint: str
     cache_dir: Path
@@ -86,9 +88,10 @@ class IndexedPipeline:
         """Fills the store from the index cache, or builds the index (and caches it); a shipped index is only
         read."""
         if self.spec is None:
-            return self.backend.open(self.store, self.index_dir)
+            return self.backend.open(self.store, self.index_dir, self.parents)
         return self.backend.build(
-            self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update
+            self.dataset.documents, self.spec, self.store, self.cache_dir, self.fingerprint, self.lineage, self.update,
+            self.parents,
         )
 
     def warm_up(self) -> dict[str, float]:
@@ -133,7 +136,7 @@ def prepare_pipeline(
     embedder = model_identity(embedder_settings.model)
     check_embedders_match(embedder_settings)
     update = settings.ingest.update
-    backend = index_backend(settings.store, update)
+    backend = index_backend(settings.store, settings.ingest)
     dataset, spec, lineage = None, None, None
     if snapshot is None:
         dataset = load_dataset(settings.dataset, settings.cache)
@@ -151,21 +154,22 @@ def prepare_pipeline(
         # A promoted run's collection exists already: the language would only shape a new one's schema.
         {"fingerprint": fingerprint, "language": dataset.language if dataset else "mixed"},
     )
-    resources = {"store": store, "index_dir": str(cache_dir / fingerprint)}
+    parents = InMemoryDocumentStore()
+    resources = {"store": store, "parents": parents, "index_dir": str(cache_dir / fingerprint)}
     query = build_pipeline(settings.pipeline, resources, input_names=input_names)
     models = model_identities(settings, query, embedder)
     fusion = settings.retriever.fusion
     fit = str(fusion.fit_queries) if fusion.fit == FusionFitMode.auto else None
     return IndexedPipeline(
-        dataset, store, spec, fingerprint, cache_dir, query, models, backend, lineage, update, fit
+        dataset, store, parents, spec, fingerprint, cache_dir, query, models, backend, lineage, update, fit
     )
 
 
-def index_backend(store: StoreSettings, update: bool) -> IndexBackend:
-    """Where `store.kind` keeps the index; what it cannot do (`ingest.update` on a server) fails here, before any
-    work."""
+def index_backend(store: StoreSettings, ingest: IngestSettings) -> IndexBackend:
+    """Where `store.kind` keeps the index; what it cannot do (`ingest.update` or parent blocks on a server) fails
+    here, before any work."""
     if isinstance(store, WeaviateStore):
-        check_collection_options(update)
+        check_collection_options(ingest, ingest.update)
         return WeaviateCollections(store.tokenization)
     return LocalSnapshots(str(store.kind))
 

@@ -7,6 +7,7 @@ what it means; docs/config.md is generated from these and the YAML files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from haystack.document_stores.types import FilterPolicy as HaystackFilterPolicy
@@ -139,10 +140,25 @@ class IngestSettings:
     # ingest=semantic: sentence units embedded together.
     sentences_per_group: int = 3
     # Small-to-big retrieval: what the answer stage does to each of its top chunks after context_window, before the
-    # compressor (a component config). none: nothing; ingest=sentence_window widens each to its sentence window.
+    # compressor (a component config). none: nothing; ingest=sentence_window widens each to its sentence window;
+    # ingest=parent_child and ingest=hierarchical hand over parent blocks instead.
     expand: Any = "none"
     # Sentences on each side of a hit that ingest=sentence_window's expansion adds.
     window: int = 3
+    # The splitter of `chain` (its only one) whose `parents` output, the blocks above the indexed chunks, goes to a
+    # second in-memory store that retrieval never searches and the expansion reads (@parents); null: none.
+    # ingest=parent_child and ingest=hierarchical set it (store=weaviate refuses them).
+    parents: str | None = None
+    # ingest=parent_child: characters per parent block, at most (more than chunk_size; 1500 there, over chunks of
+    # 300); each chunk is cut from one. null: not used.
+    parent_size: int | None = None
+    # ingest=hierarchical: characters per block of each level above the chunks, largest first, each more than the
+    # next and the last more than chunk_size ([2000, 800] there, over chunks of 300). null: not used.
+    block_sizes: list[int] | None = None
+    # ingest=parent_child and hierarchical's expansion: a parent replaces its retrieved chunks when more than this
+    # share of its chunks is among the answer stage's top chunks, then the same a level up (Haystack's
+    # AutoMergingRetriever). 0: any one chunk brings its parent (ingest=parent_child).
+    merge_threshold: float = 0.5
 
     def check(self) -> None:
         require(self.chunk_size > 0, "ingest.chunk_size", "must be > 0")
@@ -151,6 +167,14 @@ class IngestSettings:
         require(0 <= self.percentile <= 1, "ingest.percentile", "must be within [0, 1]")
         require(self.sentences_per_group >= 1, "ingest.sentences_per_group", "must be >= 1")
         require(self.window >= 1, "ingest.window", "must be >= 1")
+        require(0 <= self.merge_threshold < 1, "ingest.merge_threshold", "must be >= 0 and < 1")
+        require(self.parent_size is None or self.parent_size > self.chunk_size, "ingest.parent_size",
+                f"must be > ingest.chunk_size ({self.chunk_size})")
+        sizes = [*(self.block_sizes or []), self.chunk_size]
+        require(self.block_sizes != [] and all(a > b for a, b in pairwise(sizes)), "ingest.block_sizes",
+                f"must hold one size or more, largest first, each > the next and > ingest.chunk_size ({self.chunk_size})")
+        require(self.parents is None or list(self.chain) == [self.parents], "ingest.parents",
+                f"must be the only splitter of ingest.chain (its blocks are cut from the documents), not {self.chain}")
         require(0 <= self.chunk_overlap < self.chunk_size, "ingest.chunk_overlap",
                 f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")
         require(bool(self.chain), "ingest.chain", "must name at least one splitter")

@@ -49,10 +49,13 @@ class IndexBackend(Protocol):
         fingerprint: str,
         lineage: str | None = None,
         update: bool = False,
+        parents: DocumentStore | None = None,
     ) -> IndexInfo:
-        """Fills `store` with index `fingerprint`: the cached one when it is whole, else built by `spec`."""
+        """Fills `store` with index `fingerprint`: the cached one when it is whole, else built by `spec`; an index
+        with parent blocks (`ingest.parents`) puts them in `parents`."""
         ...
 
-    def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
-        """A promoted run's index, from what its bundle ships in `index_dir`; only read, never rebuilt."""
+    def open(self, store: DocumentStore, index_dir: Path, parents: DocumentStore | None = None) -> IndexInfo:
+        """A promoted run's index, from what its bundle ships in `index_dir` (its parent blocks into `parents`);
+        only read, never rebuilt."""
         ...

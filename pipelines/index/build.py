@@ -24,6 +24,7 @@ from pipelines.index.snapshot import (
     DamagedIndexError,
     discard,
     load_snapshot,
+    read_parents,
     read_snapshot,
     save_snapshot,
 )
@@ -40,8 +41,10 @@ def build_index(
     fingerprint: str,
     lineage: str | None = None,
     update: bool = False,
+    parents: DocumentStore | None = None,
 ) -> IndexInfo:
-    """Fills `store` from the cached snapshot when there is one, else runs ingestion and snapshots the result.
+    """Fills `store` (and `parents`, with an index of parent blocks) from the cached snapshot when there is one,
+    else runs ingestion and snapshots the result.
 
     Parallel sweep jobs wait on the fingerprint's lock for the first builder instead of re-embedding. A damaged
     snapshot is reported once, discarded and rebuilt. With `update`, a build starts from the newest snapshot of the
@@ -54,7 +57,7 @@ def build_index(
         damage = None
         if (path / MANIFEST).exists():
             try:
-                chunks = load_snapshot(path, store)
+                chunks = load_snapshot(path, store, parents=parents)
                 return IndexInfo(fingerprint, path, True, chunks, time.perf_counter() - start)
             except DamagedIndexError as e:
                 damage = str(e)
@@ -64,21 +67,27 @@ def build_index(
         plan = plan_update(cache_dir, lineage, hashes) if update and lineage else None
         if plan is not None:
             try:
-                kept = [c for c in read_snapshot(cache_dir / plan.base) if c.meta.get("doc_id") in plan.reused]
+                base = cache_dir / plan.base
+                kept = [c for c in read_snapshot(base) if c.meta.get("doc_id") in plan.reused]
+                kept_parents = [p for p in read_parents(base) if p.meta.get("doc_id") in plan.reused]
             except DamagedIndexError as e:
                 logger.warning("ingest.update: index %s is damaged (%s); building from scratch", plan.base, e)
                 plan = None
             else:
                 store.write_documents(kept, policy=DuplicatePolicy.OVERWRITE)
+                if parents is not None:
+                    parents.write_documents(kept_parents, policy=DuplicatePolicy.OVERWRITE)
                 documents = [doc for doc in documents if doc.id in plan.ingested]
                 logger.info("updating index %s from %s: %s", fingerprint, plan.base, plan.counts())
         if documents:
-            ingest = build_pipeline(spec, {"store": store}, key="ingest")
+            stores = {"store": store} | ({"parents": parents} if parents is not None else {})
+            ingest = build_pipeline(spec, stores, key="ingest")
             ingest.warm_up()
             ingest.run(documents=documents)
         stored = sorted(store.filter_documents(), key=lambda chunk: chunk.id)
+        blocks = sorted(parents.filter_documents(), key=lambda block: block.id) if parents is not None else []
         manifest = {"fingerprint": fingerprint, "lineage": lineage, "documents": hashes}
-        save_snapshot(stored, path, manifest | ({"updated_from": plan.base} if plan else {}))
+        save_snapshot(stored, path, manifest | ({"updated_from": plan.base} if plan else {}), blocks)
     return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start, damage, plan)
 
 
@@ -94,8 +103,9 @@ class LocalSnapshots:
 
     build = staticmethod(build_index)
 
-    def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
-        """The shipped snapshot, read into `store` without recording a use: a bundle's files stay as registered."""
+    def open(self, store: DocumentStore, index_dir: Path, parents: DocumentStore | None = None) -> IndexInfo:
+        """The shipped snapshot, read into `store` (its parent blocks into `parents`) without recording a use: a
+        bundle's files stay as registered."""
         start = time.perf_counter()
-        chunks = load_snapshot(index_dir, store, record_use=False)
+        chunks = load_snapshot(index_dir, store, record_use=False, parents=parents)
         return IndexInfo(index_dir.name, index_dir, True, chunks, time.perf_counter() - start)

@@ -1,5 +1,6 @@
 """The snapshot format: one folder per index fingerprint in the index cache, holding `manifest.json`,
-`chunks.jsonl` (chunks without vectors), `embeddings.npy` (one float32 matrix) and ragtune's marker.
+`chunks.jsonl` (chunks without vectors), `embeddings.npy` (one float32 matrix), ragtune's marker and, for an index
+with parent blocks (`ingest.parents`), `parents.jsonl`.
 
 Snapshots are written to a temporary folder and renamed into place, so a killed run never leaves a half-written
 index that a later run trusts; a snapshot damaged after the fact fails to load with DamagedIndexError. Only
@@ -14,6 +15,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ INDEX_FORMAT = 2
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
+# The parent blocks, written only when there are some: the manifest then records how many (`parents`).
+PARENTS = "parents.jsonl"
 # Touched on every load: `ragtune cache` prunes by last use.
 LAST_USED = "last_used"
 # Written first into every snapshot's temp folder, so the snapshot bears it too: the folders ragtune may delete.
@@ -102,25 +106,27 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any]) -> None:
-    """Writes chunks (JSONL) and embeddings (one float32 matrix) into a temp folder, then renames it into place.
+def save_snapshot(
+    documents: list[Document], path: Path, manifest: dict[str, Any], parents: Sequence[Document] = ()
+) -> None:
+    """Writes chunks (JSONL), embeddings (one float32 matrix) and any `parents` (JSONL) into a temp folder, then
+    renames it into place.
 
-    The manifest records what the files must hold (chunk count, whether there are embeddings) so that loading
-    can tell a damaged snapshot from a good one.
+    The manifest records what the files must hold (chunk count, whether there are embeddings, the parent count
+    when there are parents) so that loading can tell a damaged snapshot from a good one.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-{os.getpid()}-", dir=path.parent))
     try:
         (tmp / MARKER).touch()  # first: a killed write leaves a folder that `remove_stale` knows is ragtune's
-        with (tmp / CHUNKS).open("w", encoding="utf-8") as f:
-            for doc in documents:
-                record = doc.to_dict(flatten=False)
-                record.pop("embedding", None)
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        _write_documents(tmp / CHUNKS, documents)
+        if parents:
+            _write_documents(tmp / PARENTS, parents)
         embeds = bool(documents) and all(d.embedding is not None for d in documents)
         if embeds:
             np.save(tmp / EMBEDDINGS, np.asarray([d.embedding for d in documents], dtype=np.float32))
         facts = {"chunks": len(documents), "embeddings": embeds, "created": time.time(), "format": INDEX_FORMAT}
+        facts |= {"parents": len(parents)} if parents else {}
         (tmp / MANIFEST).write_text(json.dumps(manifest | facts, indent=2))
         if path.exists() and not (path / MANIFEST).exists():  # debris without a manifest is never trusted
             discard(path)
@@ -133,11 +139,25 @@ def save_snapshot(documents: list[Document], path: Path, manifest: dict[str, Any
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_snapshot(path: Path, store: DocumentStore, record_use: bool = True) -> int:
-    """Writes the snapshot into `store` only once all of it has been read and checked; records the use in the
-    index cache (`record_use`), never in a promoted bundle, whose files stay as registered."""
+def _write_documents(file: Path, documents: Sequence[Document]) -> None:
+    with file.open("w", encoding="utf-8") as f:
+        for doc in documents:
+            record = doc.to_dict(flatten=False)
+            record.pop("embedding", None)
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def load_snapshot(
+    path: Path, store: DocumentStore, record_use: bool = True, parents: DocumentStore | None = None
+) -> int:
+    """Writes the snapshot into `store`, and its parent blocks into `parents`, only once all of it has been read
+    and checked; records the use in the index cache (`record_use`), never in a promoted bundle, whose files stay
+    as registered."""
     documents = read_snapshot(path)
+    blocks = read_parents(path)
     store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    if parents is not None:
+        parents.write_documents(blocks, policy=DuplicatePolicy.OVERWRITE)
     if record_use:
         (path / LAST_USED).touch()
     return len(documents)
@@ -157,6 +177,20 @@ def read_snapshot(path: Path) -> list[Document]:
     return [replace(doc, embedding=row.tolist()) for doc, row in zip(documents, embeddings, strict=True)]
 
 
+def read_parents(path: Path) -> list[Document]:
+    """The snapshot's parent blocks (none for a snapshot without); DamagedIndexError when they disagree with the
+    manifest."""
+    expected = read_manifest(path).get("parents", 0)
+    if not isinstance(expected, int) or expected < 0:
+        raise DamagedIndexError(f"{MANIFEST} has no valid 'parents'")
+    if not expected:
+        return []
+    parents = read_chunks(path, PARENTS)
+    if len(parents) != expected:
+        raise DamagedIndexError(f"{PARENTS} has {len(parents)} parents, the manifest records {expected}")
+    return parents
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """The snapshot's manifest; DamagedIndexError when it is missing, unparsable or lacks a field loading needs."""
     try:
@@ -171,11 +205,11 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def read_chunks(path: Path) -> list[Document]:
-    """The snapshot's chunks without their embeddings."""
-    file = path / CHUNKS
+def read_chunks(path: Path, name: str = CHUNKS) -> list[Document]:
+    """The snapshot's chunks without their embeddings (or its parent blocks, `name=PARENTS`)."""
+    file = path / name
     if not file.exists():
-        raise DamagedIndexError(f"{CHUNKS} is missing")
+        raise DamagedIndexError(f"{name} is missing")
     documents = []
     try:
         with file.open(encoding="utf-8") as f:
@@ -183,9 +217,9 @@ def read_chunks(path: Path) -> list[Document]:
                 try:
                     documents.append(Document.from_dict(json.loads(line)))
                 except (ValueError, TypeError, KeyError, AttributeError):  # JSONDecodeError is a ValueError
-                    raise DamagedIndexError(f"{CHUNKS} line {number} is not a valid chunk") from None
+                    raise DamagedIndexError(f"{name} line {number} is not a valid chunk") from None
     except UnicodeDecodeError:
-        raise DamagedIndexError(f"{CHUNKS} is not valid UTF-8") from None
+        raise DamagedIndexError(f"{name} is not valid UTF-8") from None
     return documents
 
 

@@ -11,6 +11,8 @@ from pipelines.spec import plain
 
 # The ingestion component that embeds chunks; its model is fingerprinted as `embedder_identity`.
 DOCUMENT_EMBEDDER = "embedder"
+# The ingestion component that writes the parent blocks (`ingest.parents`) to the parent store.
+PARENT_WRITER = "parent_writer"
 
 
 class IngestChain(Protocol):
@@ -22,11 +24,13 @@ class IngestChain(Protocol):
     heading_prefix: bool
     chunk_size: int
     min_chunk_size: int
+    parents: str | None
 
 
 def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ingestion graph: configured splitters in `ingest.chain`, then spans, the guard (no code block or table
-    cut, no chunk under `ingest.min_chunk_size`), heading prefix, embedding, write.
+    cut, no chunk under `ingest.min_chunk_size`), heading prefix, embedding, write; with `ingest.parents`, that
+    splitter's `parents` go to a second store (`@parents`), unembedded and never searched.
 
     `document_embedder=None` leaves embedding out, for query pipelines that read no vectors (BM25 only): the
     snapshot then has no embeddings, and its fingerprint differs from the embedded index's.
@@ -53,6 +57,9 @@ def ingest_spec(ingest: IngestChain, document_embedder: Mapping[str, Any] | None
     connections = [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(chain)]
     connections.append([f"{chain[-1]}.documents", "spans.chunks"])
     connections += [[f"{a}.documents", f"{b}.documents"] for a, b in pairwise(after_spans)]
+    if ingest.parents is not None:
+        components[PARENT_WRITER] = {**components["writer"], "document_store": "@parents"}
+        connections.append([f"{ingest.parents}.parents", f"{PARENT_WRITER}.documents"])
     return {
         "name": f"ingest-{ingest.name}",
         "components": components,

@@ -27,6 +27,7 @@ from pipelines.errors import UserError
 from pipelines.index.backend import IndexInfo
 from pipelines.index.locking import exclusive_build
 from pipelines.index.snapshot import MANIFEST, read_manifest
+from pipelines.index.spec import IngestChain
 
 logger = logging.getLogger(__name__)
 
@@ -165,12 +166,13 @@ def build_collection(
     fingerprint: str,
     lineage: str | None = None,
     update: bool = False,
+    parents: DocumentStore | None = None,
 ) -> IndexInfo:
     """The collection as it is when complete, else ingested into (after emptying it) and marked complete.
 
     The build lock lives in `cache_dir`, so sweep jobs sharing it wait for one builder; jobs on other machines
-    need it on a shared filesystem, as for in-memory snapshots. `update` is refused before any work is done
-    (`check_collection_options`)."""
+    need it on a shared filesystem, as for in-memory snapshots. `update`, and an index with parent blocks (for
+    `parents`), are refused before any work is done (`check_collection_options`)."""
     start = time.perf_counter()
     name = store.collection.name
     with exclusive_build(cache_dir, fingerprint):
@@ -224,11 +226,17 @@ def open_collection(store: Any, record_dir: Path) -> IndexInfo:
     return IndexInfo(record["fingerprint"], Path(name), True, count, time.perf_counter() - start)
 
 
-def check_collection_options(update: bool) -> None:
+def check_collection_options(ingest: IngestChain, update: bool) -> None:
+    """What a collection cannot do: refused before any work, naming the config key."""
     if update:
         raise UserError(
             "config key 'ingest.update': incremental updates work on in-memory snapshots only; with store=weaviate "
             "a changed corpus is a new collection (its fingerprint differs), built from scratch"
+        )
+    if ingest.parents is not None:
+        raise UserError(
+            f"config key 'ingest': ingest={ingest.name} keeps its parent blocks in a second, in-memory store beside "
+            "the index, which store=weaviate does not have; use store=in_memory"
         )
 
 
@@ -245,5 +253,6 @@ class WeaviateCollections:
 
     build = staticmethod(build_collection)
 
-    def open(self, store: DocumentStore, index_dir: Path) -> IndexInfo:
+    def open(self, store: DocumentStore, index_dir: Path, parents: DocumentStore | None = None) -> IndexInfo:
+        """A collection holds no parent blocks: `parents` stays empty (check_collection_options)."""
         return open_collection(store, index_dir)

@@ -75,8 +75,16 @@ def test_a_snapshot_whose_folder_and_manifest_disagree_is_refused(tmp_path):
 
 
 def test_the_store_kind_picks_the_index_backend_once():
-    assert index_backend(validate(composed()).store, update=True) == LocalSnapshots("in_memory")
-    weaviate = validate(composed("store=weaviate", "store.tokenization=trigram")).store
-    assert index_backend(weaviate, update=False) == WeaviateCollections("trigram")
+    updating = validate(composed("ingest.update=true")).ingest
+    assert index_backend(validate(composed()).store, updating) == LocalSnapshots("in_memory")
+    weaviate = validate(composed("store=weaviate", "store.tokenization=trigram"))
+    assert index_backend(weaviate.store, weaviate.ingest) == WeaviateCollections("trigram")
     with pytest.raises(UserError, match="ingest.update"):  # refused before any work
-        index_backend(weaviate, update=True)
+        index_backend(weaviate.store, updating)
+
+
+@pytest.mark.parametrize("option", ["parent_child", "hierarchical"])
+def test_an_index_with_parent_blocks_is_refused_on_weaviate_naming_ingest(option):
+    settings = validate(composed("store=weaviate", f"ingest={option}"))
+    with pytest.raises(UserError, match=f"^config key 'ingest': ingest={option} keeps its parent blocks"):
+        index_backend(settings.store, settings.ingest)

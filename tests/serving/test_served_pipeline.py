@@ -14,6 +14,23 @@ from serving.served_pipeline import ServedPipeline
 from tests.support.shipped import composed
 
 
+def test_a_served_parent_child_pipeline_answers_from_the_parents_its_bundle_ships(tmp_path):
+    """A bundle ships the snapshot folder: served from a copy of it, the context is parent blocks, not the hits."""
+    settings = validate(composed("ingest=parent_child", "pipeline=bm25", "answer=extractive",
+                                 "+pipeline.answer=${answer.stage}", f"paths.cache={tmp_path / 'cache'}"))
+    built = prepare_pipeline(settings)
+    built.index()
+    shipped = tmp_path / "bundle" / "index" / built.fingerprint
+    shutil.copytree(built.index_dir, shipped)
+    served = ServedPipeline.warm(prepare_pipeline(settings, snapshot=shipped))
+    reply = served.ask("How many days of annual leave do full-time employees get?", stages=True)
+    parents = {p.id for p in built.parents.filter_documents()}
+    assert parents and {p.id for p in served.indexed.parents.filter_documents()} == parents
+    assert reply["documents"] and all(d["chunk_id"] in parents for d in reply["documents"])
+    assert not any(d["chunk_id"] in parents for d in reply["stages"]["stage/context_window"])
+    assert "20 days of paid annual leave" in reply["answer"]
+
+
 @pytest.mark.slow
 def test_a_served_llm_answer_streams_the_real_generators_tokens(tmp_path):
     """SmolLM2 through llama.cpp: the tokens handed on as they come make up the answer the reply then gives."""

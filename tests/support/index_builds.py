@@ -46,9 +46,10 @@ def wait_for(condition, what, seconds=120.0):
         time.sleep(0.05)
 
 
-def fast_spec(gate=None):
-    """Real splitting, spans and writing; LengthEmbedder for vectors; optionally a Gate before splitting."""
-    overrides = ["ingest.chunk_size=120", "ingest.chunk_overlap=0"]
+def fast_spec(gate=None, *ingest):
+    """Real splitting, spans and writing; LengthEmbedder for vectors; optionally a Gate before splitting, and
+    `ingest` overrides (another ingest option)."""
+    overrides = ["ingest.chunk_size=120", "ingest.chunk_overlap=0", *ingest]
     if gate is not None:
         overrides += [
             f"+ingest.splitters.gate={{_target_:tests.support.index_builds.Gate,folder:'{gate}'}}",

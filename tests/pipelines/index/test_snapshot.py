@@ -9,7 +9,7 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from pipelines.index import build_index, ingest_spec
-from pipelines.index.snapshot import MANIFEST, MARKER, save_snapshot
+from pipelines.index.snapshot import MANIFEST, MARKER, PARENTS, save_snapshot
 from tests.support.index_builds import clean_build, fast_spec
 from tests.support.ingest_corpus import DOCS, chunk_records
 from tests.support.shipped import composed
@@ -85,3 +85,60 @@ def test_a_damaged_snapshot_is_reported_and_rebuilt(tmp_path, caplog, damage):
     assert chunk_records(store) == expected
     again = build_index(DOCS, spec, InMemoryDocumentStore(), cache, "fp")
     assert (again.cache_hit, again.rebuilt_reason, again.chunks) == (True, None, len(expected))
+
+
+PARENT_CHILD = ("ingest=parent_child", "ingest.parent_size=400")
+
+
+def block_records(store):
+    return sorted((d.to_dict() for d in store.filter_documents()), key=lambda r: r["id"])
+
+
+def test_parent_blocks_round_trip_through_the_snapshot_beside_the_chunks(tmp_path):
+    spec = fast_spec(None, *PARENT_CHILD)
+    store, parents = InMemoryDocumentStore(), InMemoryDocumentStore()
+    cold = build_index(DOCS, spec, store, tmp_path, "fp", parents=parents)
+    manifest = json.loads((tmp_path / "fp" / MANIFEST).read_text())
+    assert parents.count_documents() > 2 and manifest["parents"] == parents.count_documents()
+    assert not {d.id for d in parents.filter_documents()} & {d.id for d in store.filter_documents()}
+    assert all(d.embedding is None for d in parents.filter_documents())  # never embedded, never searched
+
+    warm_store, warm_parents = InMemoryDocumentStore(), InMemoryDocumentStore()
+    warm = build_index(DOCS, spec, warm_store, tmp_path, "fp", parents=warm_parents)
+    assert (cold.cache_hit, warm.cache_hit) == (False, True)
+    assert chunk_records(warm_store) == chunk_records(store)
+    assert block_records(warm_parents) == block_records(parents)
+
+
+def test_an_index_without_parents_keeps_the_old_format_and_loads_into_an_empty_parent_store(tmp_path):
+    spec = fast_spec()
+    build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "fp", parents=InMemoryDocumentStore())
+    assert "parents" not in json.loads((tmp_path / "fp" / MANIFEST).read_text())
+    assert not (tmp_path / "fp" / PARENTS).exists()
+    parents = InMemoryDocumentStore()
+    assert build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "fp", parents=parents).cache_hit
+    assert parents.count_documents() == 0
+
+
+def drop_last_parent(path):
+    lines = (path / PARENTS).read_text(encoding="utf-8").splitlines(keepends=True)
+    (path / PARENTS).write_text("".join(lines[:-1]), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: (p / PARENTS).unlink(), "parents.jsonl is missing"),
+        (drop_last_parent, "parents.jsonl has {n_less} parents, the manifest records {n}"),
+    ],
+)
+def test_damaged_parent_blocks_are_reported_and_rebuilt(tmp_path, damage, reason):
+    spec = fast_spec(None, *PARENT_CHILD)
+    parents = InMemoryDocumentStore()
+    build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "fp", parents=parents)
+    expected = block_records(parents)
+    damage(tmp_path / "fp")
+    rebuilt = InMemoryDocumentStore()
+    info = build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "fp", parents=rebuilt)
+    assert (info.cache_hit, info.rebuilt_reason) == (False, reason.format(n=len(expected), n_less=len(expected) - 1))
+    assert block_records(rebuilt) == expected

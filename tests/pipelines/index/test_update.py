@@ -60,3 +60,18 @@ def test_an_update_without_an_earlier_index_of_its_lineage_is_a_cold_build(tmp_p
     build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "other", "another-lineage")
     info = build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path, "fp", "lineage", update=True)
     assert info.update is None and not info.cache_hit and info.chunks > 4
+
+
+def test_an_update_keeps_the_parent_blocks_of_unchanged_documents_and_equals_a_cold_build(tmp_path):
+    cfg = composed("ingest=parent_child", "ingest.chunk_size=120", "ingest.parent_size=400")
+    spec = ingest_spec(cfg.ingest, None)
+    build_index(DOCS, spec, InMemoryDocumentStore(), tmp_path / "cache", "before", "lineage",
+                parents=InMemoryDocumentStore())
+    corpus = [DOCS[0], replace(DOCS[1], content=DOCS[1].content + "新增：病假每年十天。")]
+    updated, cold = InMemoryDocumentStore(), InMemoryDocumentStore()
+    info = build_index(corpus, spec, InMemoryDocumentStore(), tmp_path / "cache", "after", "lineage", update=True,
+                       parents=updated)
+    assert info.update.counts() == {"reused_documents": 1, "ingested_documents": 1, "removed_documents": 0}
+    build_index(corpus, spec, InMemoryDocumentStore(), tmp_path / "cold", "after", "lineage", parents=cold)
+    records = lambda store: sorted((d.to_dict() for d in store.filter_documents()), key=lambda r: r["id"])  # noqa: E731
+    assert records(updated) == records(cold) and {d.meta["doc_id"] for d in updated.filter_documents()} == {"en/a.md", "zh/b.md"}
