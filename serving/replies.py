@@ -63,6 +63,8 @@ class QueryReply(BaseModel):
     # The served alias that answered (serve.variants), and its registered version ("" for a run served directly).
     variant: str
     model_version: str
+    # Served from the answer cache (serve.cache): no pipeline ran, so `stages_ms` is empty.
+    cached: bool = False
 
 
 class ChatMessageOut(BaseModel):

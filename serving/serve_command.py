@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
                 if not pipeline.takes_filters:
                     raise ConfigError(f"{variant.uri}: its pipeline has no 'filters' input, so requests cannot be "
                                       "kept to their tenant")
+                variant.index = pipeline.indexed.fingerprint  # first: a reply is never keyed on a half-set variant
                 variant.answerer = pipeline
                 print(f"serve: {variant.uri} is {pipeline.access.summary()} (version {variant.version})",
                       file=sys.stderr)

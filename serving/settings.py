@@ -66,6 +66,27 @@ class TraceSettings:
 
 
 @dataclass
+class CacheSettings:
+    """`serve.cache`: replies to repeated questions, kept in memory by serve.py (serving/http/answer_cache.py)."""
+
+    # Answer a question asked again in the same scope from memory (serve.py only). Off by default: a hit skips the
+    # pipeline, so an answer stays as first given (a sampling generator's too) until evicted or serve.py restarts;
+    # a hit runs no shadow and traces no component; and hits lower the latency the online report compares.
+    enabled: bool = False
+    # Replies kept at most; the least recently used goes first.
+    max_entries: int = 1024
+    # Bytes of replies (as JSON) kept at most; a larger reply is not kept.
+    max_bytes: int = 64 << 20
+    # Seconds a reply is served from the cache; null: until it is evicted or serve.py restarts.
+    ttl_s: float | None = None
+
+    def check(self) -> None:
+        require(self.max_entries >= 1, "serve.cache.max_entries", "must be at least 1")
+        require(self.max_bytes >= 1, "serve.cache.max_bytes", "must be at least 1")
+        require(self.ttl_s is None or self.ttl_s > 0, "serve.cache.ttl_s", f"must be above 0 or null, got {self.ttl_s}")
+
+
+@dataclass
 class ServeSettings:
     """`serve`: conf/serve.yaml extends this record, so a wrong type fails naming the key, before anything loads."""
 
@@ -100,6 +121,7 @@ class ServeSettings:
     # Log the question in the per-request log lines, and return the chunk ids at every stage (`stages`) in replies.
     debug: bool = False
     trace: TraceSettings = field(default_factory=TraceSettings)
+    cache: CacheSettings = field(default_factory=CacheSettings)
     # Replaced by serve.trace (every request is traced); true is still accepted: serve.trace.sample=1, and the traces
     # go to experiment ragtune-serve unless trace_experiment says otherwise.
     autolog: bool = False

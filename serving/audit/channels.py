@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,12 +25,13 @@ from serving.online.variants import Answerer
 from serving.principals import Principal
 from serving.pyfunc_answerer import PyfuncAnswerer
 from serving.served_pipeline import ServedPipeline
-from serving.settings import ServeSettings, TraceSettings
+from serving.settings import CacheSettings, ServeSettings, TraceSettings
 
 KEYS_FILE = DEMO_DIR / "api_keys.yaml"
 # The name serve.py's app serves under: its traces go to the experiment ragtune-serve/acl-audit.
 MODEL = "acl-audit"
 ELSEWHERE = ("203.0.113.5", 50000)  # serve.py's client: an address off loopback (TEST-NET-3)
+TWIN = "twin-of-"  # a twin key's prefix (ServeChannel with the cache on)
 
 
 class Channel(Protocol):
@@ -45,12 +47,17 @@ class ServeChannel:
     into an MLflow store there with serve.trace.content=full (the most a trace can hold, so the most the
     online report could leak), MLflow points at it (Traces write to the current store), and the audit checks
     the online routes too; without one (tests of the reply layers alone: a trace costs the store tens of
-    milliseconds) nothing is traced and they are not checked."""
+    milliseconds) nothing is traced and they are not checked. With `cache`, serve.cache is on, and every
+    tenant key has a twin: another user of its tenant and groups (listed the other way round), which may share
+    its cached replies (serving.audit.cache)."""
 
     name = "serve"
 
-    def __init__(self, answerer: Answerer, keys: Mapping[str, Principal], store: Path | None = None) -> None:
-        self.folder, self.traces = store, None
+    def __init__(self, answerer: Answerer, keys: Mapping[str, Principal], store: Path | None = None,
+                 cache: bool = False) -> None:
+        self.folder, self.traces, self.cache = store, None, cache
+        self.twins = {f"{TWIN}{key}": replace(p, groups=p.groups[::-1], subject=f"{TWIN}{key}")
+                      for key, p in keys.items() if cache and not p.admin}
         if store is not None:
             self.uri = f"sqlite:///{store / 'mlflow.db'}"
             mlflow.set_tracking_uri(self.uri)
@@ -62,7 +69,8 @@ class ServeChannel:
                     client.create_experiment(experiment, artifact_location=artifacts)
             self.traces = Traces.for_model(TraceSettings(content="full"), MODEL, None)
         state = ServerState(answerer, MODEL, self.traces)
-        app = create_app(state, bearer(keys.get), ServeSettings(debug=True))
+        settings = ServeSettings(debug=True, cache=CacheSettings(enabled=cache))
+        app = create_app(state, bearer({**keys, **self.twins}.get), settings)
         self.api = TestClient(app, client=ELSEWHERE)
 
     def call(self, method: str, path: str, key: str | None, body: Any = None) -> httpx.Response:

@@ -17,9 +17,11 @@ WINDOW = 30  # characters of an answer that, found only in documents the princip
 LAYERS = ("stages", "context", "citations", "steps", "answers", "replies")
 # What only serve.py has: POST /feedback, GET /metrics and the online report over its traces.
 ONLINE_LAYERS = ("feedback", "metrics", "report")
+# serve.py's answer cache, probed with `ragtune audit --cache` (serving/audit/cache.py).
+CACHE_LAYER = "cache"
 # What a client can tell of a reply: its status, its body but for the request id, and its headers.
 Seen = tuple[int, Any, dict[str, str]]
-# A question or answer this long (as _sentences), found whole where others can read it, is a leak.
+# A question or answer this long (as probes.sentences), found whole where others can read it, is a leak.
 MIN_SAID = 20
 # The audit's exit statuses, those of serving/cli.py (online-report's too).
 EXIT_OK, EXIT_LEAK, EXIT_USER_ERROR = 0, 1, 2
@@ -50,7 +52,7 @@ class AuditReport:
         out = [f"{'requests':<{width}}{sum(self.requests.values()):>6}"]
         out += [f"  {kind:<{width - 2}}{count:>6}" for kind, count in sorted(self.requests.items())]
         out.append(f"{'layer':<{width}}{'checked':>8}{'cross-tenant':>14}")
-        shown = [*LAYERS, *(layer for layer in ONLINE_LAYERS if self.checked[layer])]
+        shown = [*LAYERS, *(layer for layer in (*ONLINE_LAYERS, CACHE_LAYER) if self.checked[layer])]
         out += [f"  {layer:<{width - 2}}{self.checked[layer]:>8}{self.leaks[layer]:>14}" for layer in shown]
         out += [f"unexpected status: {u}" for u in self.unexpected[:10]]
         out += [f"leak: {e}" for e in self.examples[:10]]

@@ -55,7 +55,7 @@ def audit_feedback(channel: ServeChannel, keys: Mapping[str, Principal], owned: 
                                              f"{rated.status_code} (expected 202): {rated.text[:160]}")
             for rater in (r for r in raters if r != owner):
                 theirs, unknowns = (
-                    _seen(channel.call("POST", "/feedback", rater, {"trace_id": t, "rating": 1}))
+                    seen(channel.call("POST", "/feedback", rater, {"trace_id": t, "rating": 1}))
                     for t in (trace_id, unknown)
                 )
                 report.requests["serve/feedback"] += 2
@@ -81,7 +81,7 @@ def audit_metrics(channel: ServeChannel, keys: Mapping[str, Principal], confiden
     unknown_path = f"/{secrets.token_hex(8)}"
     for key in [*(k for k, p in keys.items() if not p.admin), INVALID_KEY, None]:
         for method in ("GET", "POST"):
-            metrics, unknown = (_seen(channel.call(method, path, key)) for path in ("/metrics", unknown_path))
+            metrics, unknown = (seen(channel.call(method, path, key)) for path in ("/metrics", unknown_path))
             report.requests["serve/metrics"] += 2
             compare_unknown("metrics", metrics, unknown, 404, report, f"serve {method} /metrics as {key}")
     tenants = sorted({p.tenant for p in keys.values()})
@@ -127,7 +127,7 @@ def audit_report(channel: ServeChannel, keys: Mapping[str, Principal], confident
                                        "the audit")
 
 
-def _seen(response: httpx.Response) -> Seen:
+def seen(response: httpx.Response) -> Seen:
     """What a client can tell of a reply: its status, its body but for the request id (new each time), and its
     headers."""
     try:

@@ -41,11 +41,11 @@ def probes(keys: Mapping[str, Principal], documents: Sequence[Document], questio
         hidden = [d for d in documents if not may_see(principal, d.meta)]
         quoted = hidden if hidden_documents is None else hidden[:: max(len(hidden) // hidden_documents, 1)][:hidden_documents]
         for doc in quoted:  # another tenant's words, verbatim: the strongest pull a retriever can get
-            for sentence in _sentences(doc.content or "")[:2]:
+            for sentence in sentences(doc.content or "")[:2]:
                 yield Probe("verbatim", key, {"question": sentence})
         for question in questions:
             yield Probe("golden", key, {"question": question})
-        target = _sentences(hidden[0].content or "")[0]
+        target = sentences(hidden[0].content or "")[0]
         for forged in ({"tenant": other}, {"principal": {"tenant": other}}, {"groups": all_groups}):
             yield Probe("forged_body", key, {"question": target, **forged}, status=400)
         forged_headers = (("X-Tenant", other), ("X-Groups", ",".join(all_groups)))
@@ -69,7 +69,7 @@ def probes(keys: Mapping[str, Principal], documents: Sequence[Document], questio
             yield Probe("history_injection", key, {"question": target, "history": [{"role": "system", "content": turn}]})
         for question in ("What does the system notice for AI assistants say?", "Show the administrator notice."):
             yield Probe("prompt_injection", key, {"question": question})
-    target = _sentences(documents[0].content or "")[0]
+    target = sentences(documents[0].content or "")[0]
     yield Probe("unauthenticated", None, {"question": target}, status=401)
     yield Probe("unauthenticated", INVALID_KEY, {"question": target}, status=401)
 
@@ -98,6 +98,6 @@ def _injected_filters(principal: Principal, other: str, groups: list[str]) -> li
     ]
 
 
-def _sentences(text: str) -> list[str]:
+def sentences(text: str) -> list[str]:
     pieces = (p.strip(" #-*") for p in text.replace("。", "。\n").replace(". ", ".\n").splitlines())
     return [p for p in pieces if len(p) >= 20]

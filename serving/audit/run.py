@@ -1,6 +1,6 @@
 """Can a principal ever see a document it may not, on any serving path?
 
-    ragtune audit [--paths serve,pyfunc,mlflow-serve] [--hidden-documents N] [run.py overrides]
+    ragtune audit [--paths serve,pyfunc,mlflow-serve] [--hidden-documents N] [--cache] [run.py overrides]
 
 Serves the demo handbook split among three tenants (data/demo/tenants.jsonl), plus one prompt-injection document
 per tenant, as the keys of data/demo/api_keys.yaml, through each serving path:
@@ -35,6 +35,11 @@ so on `serve` alone the audit also checks them, as the principals that asked and
     report         `ragtune online-report` over the audit's traces: its report.md, report.json and --json
                    output quote no question, answer or document, and per tenant hold counts and rates only
 
+With --cache, serve.py answers with serve.cache on: every probe above goes through its answer cache, and the
+cache probe (serving/audit/cache.py) asks questions no other probe asks as every key and a twin of each (another
+user of the same tenant and groups), one after the other and in the reverse order: each reply is checked as
+above, a hit must be the reply its own scope got first, and no trace id may be given twice.
+
 Exit 0: no leak and every status as expected; 1: a leak or an unexpected status (listed); 2: a mistake in the
 overrides or the environment (one line).
 """
@@ -62,6 +67,7 @@ from experiments.datasets.demo import DEMO_DIR
 from experiments.runs.config import compose, validate
 from experiments.runs.indexed import prepare_pipeline
 from pipelines.errors import UserError
+from serving.audit.cache import audit_cache, cache_questions
 from serving.audit.channels import KEYS_FILE, Channel, MlflowServeChannel, PyfuncChannel, ServeChannel
 from serving.audit.checks import (
     EXIT_LEAK,
@@ -115,10 +121,12 @@ def audit_corpus(folder: Path) -> tuple[Path, Path]:
 
 
 def audit(channels: Sequence[Channel], keys: Mapping[str, Principal], documents: Sequence[Document],
-          questions: Sequence[str], hidden_documents: int | None = None) -> AuditReport:
+          questions: Sequence[str], hidden_documents: int | None = None, fresh: Sequence[str] = ()) -> AuditReport:
     """Fires every probe through every channel and checks every reply against the source `documents` (their
     `tenant` and `acl`). A probe without valid credentials is checked as a principal of no tenant. Admin keys
-    are not probed as tenants: serve.py's online routes are checked with them (audit_online)."""
+    are not probed as tenants: serve.py's online routes are checked with them (audit_online), after the cache
+    probe where serve.py caches, which asks `fresh` questions (no other probe asks them) and a sentence of each
+    tenant's."""
     by_id = {document.id: document for document in documents}
     tenant_keys = {key: principal for key, principal in keys.items() if not principal.admin}
     nobody = Principal("")
@@ -147,14 +155,19 @@ def audit(channels: Sequence[Channel], keys: Mapping[str, Principal], documents:
         else:
             check_text(json.dumps(reply, ensure_ascii=False), hidden[key], report, where)
     for channel in channels:
+        if isinstance(channel, ServeChannel) and channel.cache:
+            said += audit_cache(channel, tenant_keys, documents, cache_questions(documents, fresh), report)
+    for channel in channels:
         if isinstance(channel, ServeChannel) and channel.traces is not None:
             audit_online(channel, keys, owned, Confidential.of(documents, said), report)
     return report
 
 
 def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "pyfunc"),
-              questions_per_principal: int = 10, hidden_documents: int | None = None) -> AuditReport:
-    """Builds the tenant-split demo with `overrides` (run.py's syntax) and audits it on each serving path."""
+              questions_per_principal: int = 10, hidden_documents: int | None = None,
+              cache: bool = False) -> AuditReport:
+    """Builds the tenant-split demo with `overrides` (run.py's syntax) and audits it on each serving path; with
+    `cache`, serve.py's with serve.cache on, and the cache probe."""
     with tempfile.TemporaryDirectory(prefix="ragtune-acl-") as folder:
         keys = read_api_keys(audit_keys(Path(folder)))
         tenant_keys = {key: principal for key, principal in keys.items() if not principal.admin}
@@ -164,20 +177,20 @@ def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "p
             f"dataset.meta_file={meta}", "dataset.name=demo-tenants", "eval.trace_sample=0", *overrides,
         ])
         served = ServedPipeline.warm(prepare_pipeline(validate(cfg)))
-        golden = served.indexed.dataset.golden
-        questions = [item.question for item in golden if item.id.startswith("en-")][: questions_per_principal // 2]
-        questions += [item.question for item in golden if item.id.startswith("zh-")][: questions_per_principal // 2]
+        golden, half = served.indexed.dataset.golden, questions_per_principal // 2
+        english, chinese = ([item.question for item in golden if item.id.startswith(lang)] for lang in ("en-", "zh-"))
+        questions, fresh = english[:half] + chinese[:half], english[half:half + 1] + chinese[half:half + 1]
         documents = served.indexed.dataset.documents
         channels: list[Channel] = []
         with contextlib.ExitStack() as stack:
             for path in paths:
                 if path == "serve":
-                    channels.append(ServeChannel(served, keys, Path(folder)))
+                    channels.append(ServeChannel(served, keys, Path(folder), cache))
                 elif path == "pyfunc":
                     channels.append(PyfuncChannel(served, tenant_keys))
                 else:
                     channels.append(stack.enter_context(mlflow_served(cfg, Path(folder))))
-            return audit(channels, keys, documents, questions, hidden_documents)
+            return audit(channels, keys, documents, questions, hidden_documents, fresh)
 
 
 @contextlib.contextmanager
@@ -214,6 +227,8 @@ def main(argv: Sequence[str]) -> int:
                         help=f"comma-separated serving paths to audit, of {', '.join(PATHS)}")
     parser.add_argument("--hidden-documents", type=int, default=None, metavar="N",
                         help="quote N of the documents each key may not see, not all (for slow pipelines: an agent)")
+    parser.add_argument("--cache", action="store_true",
+                        help="serve.py with serve.cache on: every probe through it, then the cache probe")
     args, overrides = parser.parse_known_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = sorted(set(paths) - set(PATHS))
@@ -221,7 +236,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"acl_audit: --paths: unknown {unknown}; choose from {', '.join(PATHS)}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
-        report = run_audit(overrides, paths, hidden_documents=args.hidden_documents)
+        report = run_audit(overrides, paths, hidden_documents=args.hidden_documents, cache=args.cache)
     except UserError as e:
         print(f"acl_audit: {e}", file=sys.stderr)
         return EXIT_USER_ERROR

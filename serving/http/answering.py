@@ -1,5 +1,6 @@
-"""How serve.py answers a request that passed its checks: on the variant its principal is assigned, in a thread
-the pending limit admits, within the timeout and while the client waits, and with one log line however it ends."""
+"""How serve.py answers a request that passed its checks: on the variant its principal is assigned, from the
+answer cache when it holds the reply (serve.cache), else in a thread the pending limit admits, within the timeout
+and while the client waits; with one log line however it ends."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from fastapi import HTTPException, Request
 from haystack.errors import FilterError
 
 from pipelines.errors import UserError
+from serving.http.answer_cache import cache_key
 from serving.http.refusals import ANONYMOUS
 from serving.http.state import ServerContext
 from serving.online.traces import RequestTrace, traced
-from serving.online.variants import Answerer, ShadowJob, assign
+from serving.online.variants import Answerer, ShadowJob, Variant, assign
 from serving.principals import Principal, scoped_filters
 from serving.request_schema import RequestRefused, Turn, check_request
 
@@ -38,11 +40,12 @@ async def answer(
     on_token: Callable[[str], None] | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict:
-    """Answers one request of `principal`'s on the variant it is assigned: its pipeline runs in a thread, within
-    serve.timeout_s and while the client waits; its one log line, metrics and trace are written however it
-    ends."""
-    state, limits, metrics, shadow, pending = (
-        context.state, context.limits, context.metrics, context.shadow, context.pending)
+    """Answers one request of `principal`'s on the variant it is assigned: from the answer cache when it holds
+    the reply for these scoped filters (`request.state.cache` says hit or miss), else its pipeline runs in a
+    thread, within serve.timeout_s and while the client waits, and a whole answer is stored; its one log line,
+    metrics and trace are written however it ends."""
+    state, limits, metrics, shadow, pending, cache = (
+        context.state, context.limits, context.metrics, context.shadow, context.pending, context.cache)
     try:
         check_request(question, [turn.content for turn in history], filters, limits)
     except RequestRefused as e:
@@ -51,13 +54,20 @@ async def answer(
     variant = assign(state.variants, principal, request_id, state.salt)
     if variant.answerer is None:
         raise HTTPException(503, "not ready: the model is loading")
+    scoped = scoped_filters(principal, filters)
+    turns = [t.model_dump() for t in history]
+    key = None
+    if cache is not None:
+        key = cache_key(variant, question, turns, scoped, limits.debug)
+        stored = cache.get(key)
+        request.state.cache = "miss" if stored is None else "hit"
+        if stored is not None:
+            return cached(request, context, principal, question, variant, stored)
     if not pending.acquire(blocking=False):
         raise HTTPException(503, f"busy: {limits.max_pending} requests already pending")
     start = time.perf_counter()
     record = state.traces.start(question, principal, request_id, variant) if state.traces else None
     trace_id = record.trace_id if record else request_id
-    scoped = scoped_filters(principal, filters)
-    turns = [t.model_dump() for t in history]
     status, reply, reason = 200, {}, None
     try:
         work = asyncio.to_thread(
@@ -78,16 +88,43 @@ async def answer(
     finally:
         seconds = time.perf_counter() - start
         _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
-             reason)
+             reason, None if key is None else "miss")
         request.state.logged = True  # its one line is written: `refused` writes no second one
         metrics.answered(status, variant.name, seconds, reply.get("stages_ms"))
         if record is not None:
             record.finish(status, reply)
     if reason is not None:
         raise HTTPException(status, reason)
+    if cache is not None and key is not None:  # a whole answer only: errors, timeouts and hang-ups raised above
+        cache.put(key, reply)
     if shadow is not None and not shadow.offer(ShadowJob(question, turns, scoped, principal, request_id)):
         metrics.shadow_shed()
-    return reply | {"trace_id": trace_id, "variant": variant.name, "model_version": variant.version}
+    return reply | served_as(trace_id, variant, cached=False)
+
+
+def cached(
+    request: Request, context: ServerContext, principal: Principal | None, question: str, variant: Variant,
+    stored: dict[str, Any],
+) -> dict[str, Any]:
+    """A reply from the answer cache, in the event loop (no pipeline runs, so it takes no pending slot and has no
+    shadow). Its trace is this request's own, tagged a cache hit, with no component spans: its trace id goes to
+    this principal alone, who alone may rate it."""
+    traces, request_id, start = context.state.traces, request.state.request_id, time.perf_counter()
+    record = traces.start(question, principal, request_id, variant, cached=True) if traces else None
+    trace_id = record.trace_id if record else request_id
+    reply = stored | {"stages_ms": {}}  # no component ran
+    seconds = time.perf_counter() - start
+    _log(trace_id, principal, 200, seconds, None, question if context.limits.debug else None, None, cache="hit")
+    request.state.logged = True
+    context.metrics.answered(200, variant.name, seconds, None)
+    if record is not None:
+        record.finish(200, reply)
+    return reply | served_as(trace_id, variant, cached=True)
+
+
+def served_as(trace_id: str, variant: Variant, cached: bool) -> dict[str, Any]:
+    """What a reply says of how this request was served, added to the pipeline's reply (and never stored)."""
+    return {"trace_id": trace_id, "variant": variant.name, "model_version": variant.version, "cached": cached}
 
 
 class ClientClosed(Exception):
@@ -146,13 +183,16 @@ def _run_then_release(
 
 def _log(
     trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
-    question: str | None, reason: str | None,
+    question: str | None, reason: str | None, cache: str | None = None,
 ) -> None:
-    """The line of a request that reached the pipeline; `reason` is the error its reply carries, if any."""
+    """The line of a request that reached the pipeline or the cache; `reason` is the error its reply carries, if
+    any."""
     record: dict[str, Any] = {
         "trace_id": trace_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
         "latency_ms": round(seconds * 1000, 1),
     }
+    if cache is not None:
+        record["cache"] = cache
     if reason is not None:
         record["refused"] = reason
     if stages_ms:

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from serving.http.answer_cache import AnswerCache
 from serving.http.refusals import BodyLimit, invalid, refusal
 from serving.http.routes import router
 from serving.http.state import ServerContext, ServerState
@@ -34,11 +35,12 @@ def create_app(
     Unauthenticated when its credentials are not valid."""
     app = FastAPI(title="ragtune", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
-    metrics = app.state.metrics = ServerMetrics(lambda: state.traces)
+    cache = AnswerCache(limits.cache) if limits.cache.enabled else None
+    metrics = app.state.metrics = ServerMetrics(lambda: state.traces, cache.counts if cache else None)
     shadow = app.state.shadow = (Shadow(state.shadow, limits.shadow_concurrency, state.traces, metrics.shadow_answered)
                                  if state.shadow is not None else None)
     pending = threading.BoundedSemaphore(limits.max_pending)
-    app.state.context = ServerContext(state, authenticate, limits, metrics, shadow, pending)
+    app.state.context = ServerContext(state, authenticate, limits, metrics, shadow, pending, cache)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, refusal)
     app.include_router(router)

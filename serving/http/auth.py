@@ -18,8 +18,9 @@ LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 IDENTITY_HEADERS = ("authorization", "x-tenant", "x-groups", "x-user")
 
 
-def principal_of(request: Request, context: ServerContext = Depends(context_of)) -> Principal | None:
-    """Runs before the body is validated: who asks is settled first, and every refusal is logged as theirs."""
+async def principal_of(request: Request, context: ServerContext = Depends(context_of)) -> Principal | None:
+    """Runs before the body is validated: who asks is settled first, and every refusal is logged as theirs. In the
+    event loop: a key's lookup or a token's signature check takes microseconds, a thread-pool hand-off longer."""
     request.state.request_id = uuid.uuid4().hex
     duplicated = [name for name in IDENTITY_HEADERS if len(request.headers.getlist(name)) > 1]
     if duplicated:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -22,6 +22,8 @@ from serving.replies import ChatChoice, ChatCompletion, ChatMessageOut, QueryRep
 from serving.request_schema import ChatRequest, QueryRequest
 
 router = APIRouter()
+# Says whether serve.cache answered a /query or chat reply: hit or miss.
+CACHE_HEADER = "X-Ragtune-Cache"
 
 
 @router.get("/healthz")
@@ -89,37 +91,53 @@ def readyz(context: ServerContext = Depends(context_of)) -> JSONResponse:
 # in `responses` and checked by its model here.
 @router.post("/query", response_model=None, responses={200: {"model": QueryReply}, **ERRORS})
 async def query(
-    request: Request, body: QueryRequest, principal: Principal | None = Depends(principal_of),
+    request: Request, response: Response, body: QueryRequest, principal: Principal | None = Depends(principal_of),
     context: ServerContext = Depends(context_of),
 ) -> QueryReply | StreamingResponse:
     if body.stream:
-        return await streamed(
+        return marked(request, await streamed(
             lambda on_token, on_step: answer(
                 request, context, principal, body.question, body.history, body.filters, on_token, on_step
             ),
             QueryEvents(),
-        )
-    return QueryReply.model_validate(
+        ))
+    reply = QueryReply.model_validate(
         await answer(request, context, principal, body.question, body.history, body.filters))
+    marked(request, response)
+    return reply
 
 
 @router.post("/v1/chat/completions", response_model=None, responses={200: {"model": ChatCompletion}, **ERRORS})
 async def chat(
-    request: Request, body: ChatRequest, principal: Principal | None = Depends(principal_of),
+    request: Request, response: Response, body: ChatRequest, principal: Principal | None = Depends(principal_of),
     context: ServerContext = Depends(context_of),
 ) -> ChatCompletion | StreamingResponse:
     if not body.messages or body.messages[-1].role != "user":
         raise HTTPException(400, "messages: the last message must be the user's question")
     question, history = body.messages[-1].content, body.messages[:-1]
     if body.stream:
-        return await streamed(
+        return marked(request, await streamed(
             lambda on_token, _: answer(request, context, principal, question, history, None, on_token),
             ChatChunks(context.state.served_uri),
-        )
+        ))
     reply = QueryReply.model_validate(await answer(request, context, principal, question, history, None))
+    marked(request, response)
     return ChatCompletion(
         id=f"chatcmpl-{reply.trace_id}", created=int(time.time()), model=context.state.served_uri,
         choices=[ChatChoice(index=0, finish_reason="stop",
                             message=ChatMessageOut(role="assistant", content=reply.answer or ""))],
         ragtune=reply,
     )
+
+
+R = TypeVar("R", bound=Response)
+
+
+def marked(request: Request, response: R) -> R:
+    """With serve.cache on, `X-Ragtune-Cache: hit` or `miss` (the reply's `cached` says it too). A stream's
+    request has passed the cache by the time its response is made: `streamed` waits for the first event or the
+    end, and the answer looks in the cache before it awaits anything."""
+    outcome = getattr(request.state, "cache", None)
+    if outcome is not None:
+        response.headers[CACHE_HEADER] = outcome
+    return response

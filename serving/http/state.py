@@ -9,6 +9,7 @@ from dataclasses import InitVar, dataclass, field
 
 from fastapi import Request
 
+from serving.http.answer_cache import AnswerCache
 from serving.online.feedback import Ratings
 from serving.online.metrics import ServerMetrics
 from serving.online.traces import Traces, served_model, stated_version
@@ -49,9 +50,9 @@ class ServerState:
 @dataclass(frozen=True)
 class ServerContext:
     """One app's state and limits, and what its routes keep between requests: `pending` bounds the requests
-    waiting for the pipeline, `ratings` holds a Ratings per Traces (made once the model and its traces are
-    loaded). `authenticate` gives the request's principal, None when it carries no credentials, and raises
-    Unauthenticated when its credentials are not valid."""
+    waiting for the pipeline, `cache` keeps replies for repeated questions (serve.cache), `ratings` holds a Ratings
+    per Traces (made once the model and its traces are loaded). `authenticate` gives the request's principal, None
+    when it carries no credentials, and raises Unauthenticated when its credentials are not valid."""
 
     state: ServerState
     authenticate: Callable[[Request], Principal | None]
@@ -59,9 +60,12 @@ class ServerContext:
     metrics: ServerMetrics
     shadow: Shadow | None
     pending: threading.BoundedSemaphore
+    # serve.cache: None when it is off.
+    cache: AnswerCache | None = None
     ratings: dict[int, Ratings] = field(default_factory=dict)
 
 
-def context_of(request: Request) -> ServerContext:
-    """The dependency every route reads its app's context through."""
+async def context_of(request: Request) -> ServerContext:
+    """The dependency every route reads its app's context through. Async, as `principal_of`: FastAPI runs a plain
+    function dependency in its thread pool, and the hand-offs cost a cached reply more than the cache itself."""
     return request.app.state.context

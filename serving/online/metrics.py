@@ -3,7 +3,7 @@
 Each app counts in a registry of its own, not prometheus-client's global one, so two apps in one process count
 apart. One scrape covers every tenant, so labels hold only what the server itself names (statuses, its routes,
 the served variant, pipeline components, ratings), never a tenant, a question or anything drawn from documents.
-The trace counts are read from `Traces.counts()` when scraped.
+The trace counts are read from `Traces.counts()` when scraped, and so are the answer cache's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ OTHER = "other"
 class ServerMetrics:
     """The counters serve.py updates as it answers, and their exposition."""
 
-    def __init__(self, traces: Callable[[], Traces | None]) -> None:
+    def __init__(
+        self, traces: Callable[[], Traces | None], cache: Callable[[], Mapping[str, int]] | None = None
+    ) -> None:
+        """`cache`: the answer cache's counts (serve.cache), None when it is off."""
         self.registry = CollectorRegistry()
         self._paths: frozenset[str] | None = None
         self._requests = Counter(
@@ -57,6 +60,8 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.registry.register(TraceCounts(traces))
+        if cache is not None:
+            self.registry.register(CacheCounts(cache))
 
     def answered(self, status: int, variant: str, seconds: float, stages_ms: Mapping[str, float] | None) -> None:
         """A request that reached the pipeline: its status, its whole latency, and each component's."""
@@ -90,7 +95,10 @@ class TraceCounts(Collector):
     """The traces' counters as Traces keeps them, read at each scrape: nothing while no model (or no tracing) is
     loaded."""
 
-    def __init__(self, traces: Callable[[], Traces | None]) -> None:
+    def __init__(
+        self, traces: Callable[[], Traces | None], cache: Callable[[], Mapping[str, int]] | None = None
+    ) -> None:
+        """`cache`: the answer cache's counts (serve.cache), None when it is off."""
         self.traces = traces
 
     def collect(self) -> Iterator[Metric]:
@@ -106,3 +114,20 @@ class TraceCounts(Collector):
             value=counts["dropped"],
         )
         yield GaugeMetricFamily("ragtune_traces_queued", "Traces and ratings waiting for the store", value=counts["queued"])
+
+
+class CacheCounts(Collector):
+    """The answer cache's counters and size, read at each scrape (serve.cache)."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.counts()
+        for name, what in (("hits", "Replies served from the answer cache"),
+                           ("misses", "Requests the answer cache did not hold: they go to the pipeline"),
+                           ("evictions", "Replies dropped from the answer cache: least recently used, or expired")):
+            yield CounterMetricFamily(f"ragtune_cache_{name}", what, value=counts[name])
+        yield GaugeMetricFamily("ragtune_cache_entries", "Replies the answer cache holds", value=counts["entries"])
+        yield GaugeMetricFamily("ragtune_cache_bytes", "Bytes of replies (as JSON) the answer cache holds",
+                                value=counts["bytes"])

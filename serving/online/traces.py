@@ -34,6 +34,7 @@ from experiments.evaluation.answer_metrics import citation_scores
 from experiments.evaluation.mlflow_traces import MlflowTracer, end_spans
 from pipelines.instrumentation import lean
 from pipelines.run_layout import (
+    TRACE_CACHED_TAG,
     TRACE_CONTENT_TAG,
     TRACE_LATENCY_TAG,
     TRACE_MODEL_VERSION_TAG,
@@ -142,7 +143,7 @@ class RequestTrace:
 
     def __init__(
         self, traces: Traces, question: str, principal: Principal | None, request_id: str, variant: str,
-        version: str, rated: bool,
+        version: str, rated: bool, cached: bool = False,
     ) -> None:
         self.traces = traces
         settings, shown = traces.settings, traces.shown
@@ -152,10 +153,12 @@ class RequestTrace:
             inputs={"question": shown(question)} if shown else None,
             tags=traces.tags | {TRACE_REQUEST_ID_TAG: request_id, TRACE_VARIANT_TAG: variant,
                                 TRACE_MODEL_VERSION_TAG: version, TRACE_SHADOW_TAG: str(not rated).lower(),
-                                TRACE_TENANT_TAG: principal.tenant if principal else ANONYMOUS},
+                                TRACE_TENANT_TAG: principal.tenant if principal else ANONYMOUS,
+                                TRACE_CACHED_TAG: str(cached).lower()},
         )
         self.trace_id = self.root.trace_id
-        sampled = random.random() < settings.sample  # noqa: S311 (a sample, not a secret)
+        # A cached reply runs no component: nothing to sample.
+        sampled = not cached and random.random() < settings.sample  # noqa: S311 (a sample, not a secret)
         self.tracer = MlflowTracer(root=self.root, shown=shown or (lambda _: None)) if sampled else None
         if rated:  # a shadow's trace id is never sent to anyone, so nobody may rate it
             traces.owners.add(self.trace_id, principal)
@@ -264,11 +267,12 @@ class Traces:
         return cls(settings, experiment_id)
 
     def start(
-        self, question: str, principal: Principal | None, request_id: str, variant: ServedAs, rated: bool = True
+        self, question: str, principal: Principal | None, request_id: str, variant: ServedAs, rated: bool = True,
+        cached: bool = False,
     ) -> RequestTrace:
         """The trace of a request `variant` answers; `rated`: its trace id goes to the client, who may rate it
-        (a shadow's does not)."""
-        return RequestTrace(self, question, principal, request_id, variant.name, variant.version, rated)
+        (a shadow's does not); `cached`: answered from the answer cache."""
+        return RequestTrace(self, question, principal, request_id, variant.name, variant.version, rated, cached)
 
     def submit(self, work: Callable[[], None]) -> bool:
         """Queues `work` for the writer; False (and counted) when the queue is full."""

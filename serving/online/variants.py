@@ -46,13 +46,15 @@ class Answerer(Protocol):
 @dataclass
 class Variant:
     """One served alias: its name (what replies, traces and metrics call it), URI, registered version and share of
-    users; `answerer` is None until its pipeline is loaded."""
+    users; `answerer` is None until its pipeline is loaded, and `index` is the fingerprint of the index it serves
+    (set with it, by serve.py), which the answer cache keys on."""
 
     name: str
     uri: str
     version: str = ""
     weight: float = 1.0
     answerer: Answerer | None = None
+    index: str = ""
 
 
 def assign(variants: Sequence[Variant], principal: Principal | None, request_id: str, salt: str) -> Variant:

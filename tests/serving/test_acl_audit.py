@@ -11,6 +11,7 @@ from haystack import Document, tracing
 from mlflow.environment_variables import MLFLOW_ENABLE_ASYNC_TRACE_LOGGING
 
 import serving.http.routes
+from components.retrievers.document_masks import DocumentMasks
 from experiments.datasets.demo import DEMO_DIR
 from pipelines.errors import UserError
 from serving.audit.channels import ELSEWHERE, PyfuncChannel, ServeChannel
@@ -26,6 +27,7 @@ from serving.audit.checks import (
 from serving.audit.online import audit_online
 from serving.audit.probes import Probe, probes
 from serving.audit.run import PATHS, audit, audit_keys, run_audit
+from serving.http import answering
 from serving.online import report as online_report
 from serving.online.feedback import Ratings
 from serving.online.metrics import ServerMetrics
@@ -273,3 +275,37 @@ def test_a_step_that_shows_a_hidden_passage_on_one_line_is_a_leak():
              "steps": [{"tool": "kb_search", "arguments": {}, "error": False, "observation": observation}]}
     check_reply(principal, reply, {}, texts, report, "#0")
     assert report.leaks["steps"] == 1 and report.checked["steps"] == 1
+
+
+class ScopedAnswerer(LeakingAnswerer):
+    """Answers from the documents its filters let through, as a pipeline's retrievers do, quoting the first."""
+
+    def ask(self, question, history=None, filters=None, stages=False, on_token=None, on_step=None, tracer=None):
+        kept = DocumentMasks(self.documents).mask(filters).tolist()
+        refs = [{"chunk_id": f"{d.id}#0-10", "doc_id": d.id} for d, keep in zip(self.documents, kept, strict=True) if keep]
+        shown = next((d.content for d, keep in zip(self.documents, kept, strict=True) if keep), None)
+        return {"answer": shown, "refused": shown is None, "citations": refs[:1], "documents": refs,
+                "stages": {"retrieval": refs, "context": refs}, "stages_ms": {}}
+
+
+def test_the_cache_probe_passes_an_honest_cache_and_checks_traces_it_cannot_share(folder):
+    documents, keys = tenant_documents(), with_admin(folder)
+    channel = ServeChannel(ScopedAnswerer(documents, leak=False), keys, folder, cache=True)
+    report = audit([channel], keys, documents, [QUESTION], hidden_documents=1, fresh=["Who approves travel?"])
+    assert not report.failed, report.lines()
+    principals = 2 * len(KEYS)  # each key and its twin
+    assert report.requests["serve/cache"] == principals * (1 + 3)  # the fresh question and a sentence per tenant
+    hits = channel.api.app.state.context.cache.counts()["hits"]
+    assert hits >= len(KEYS) * 4 and ["cache", str(report.checked["cache"]), "0"] in [line.split() for line in report.lines()]
+    assert report.checked["cache"] == 2 * principals * 4 + len(KEYS) * 4  # entry and trace id each; a twin's rating
+
+
+def test_a_cache_keyed_without_the_scope_is_caught(monkeypatch):
+    real = answering.cache_key
+    monkeypatch.setattr(answering, "cache_key", lambda variant, question, history, filters, stages: real(
+        variant, question, history, {}, stages))
+    documents = tenant_documents()
+    report = audit([ServeChannel(ScopedAnswerer(documents, leak=False), KEYS, cache=True)], KEYS, documents,
+                   [QUESTION], hidden_documents=1, fresh=["Who approves travel?"])
+    assert report.failed and report.leaks["cache"] > 0 and report.leaks["context"] > 0, report.lines()
+    assert any("though no principal of its scope asked before" in example for example in report.examples)
