@@ -236,6 +236,8 @@ def test_build_from_apt(tmp_path):  # pragma: no cover - network
     ({"name": "s", "package": "p", "include": ["*.html"]}, "set s: missing key(s) ['root']"),
     ({"name": "s", "package": "p", "root": "r", "include": "*.html"}, "include must be a list of glob patterns"),
     ({"name": "s", "package": "p", "root": "r", "include": ["*"], "max_queries": True}, "max_queries must be int"),
+    ({"name": "s", "package": "p", "root": "r", "include": ["*"], "corpus_format": "pdf"},
+     "set s: corpus_format must be one of ['text', 'html', 'docx'], got 'pdf'"),
 ])
 def test_a_bad_set_entry_fails_naming_the_set_and_the_key(entry, message):
     with pytest.raises(ValueError, match=re.escape(message)):

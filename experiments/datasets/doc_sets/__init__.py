@@ -17,10 +17,13 @@ it with `dpkg-deb -x`, splits every selected HTML page at each heading (h1-h6) a
 
 - `corpus/<page>/<NNN>-<anchor>.txt`: one file per section, the text between its heading and the next heading
   of any level, without the heading itself. Its path relative to `corpus/` is its doc id (as `dataset=local`
-  assigns them).
+  assigns them). A spec's `corpus_format` writes `.html` pages (the heading and the page's own elements, tables
+  included, for the product's HTML converter) or `.docx` files (the same as Word headings, paragraphs and tables,
+  for Haystack's DOCXToDocument) instead.
 - `golden.jsonl`: one item per kept heading: `question` = the heading (numbering removed), `relevant_doc_ids` =
   its own section, `category` = the page it came from; or, for a set with hand-written questions, those questions,
-  each evidence quote located in the corpus (the build fails naming every quote it cannot find).
+  each evidence quote located in the corpus as `dataset=local` converts it (the build fails naming every quote it
+  cannot find).
 - `SOURCE.json` and `README.md`: package, version, .deb SHA-256, filters, counts, how queries were sampled.
 
 The cache root is `$RAGTUNE_CACHE` when set, as for `paths.cache`. The set is written into a temporary folder
@@ -35,8 +38,9 @@ word. The build is deterministic: pages in sorted order, sections in page order,
 `max_queries` candidate queries the kept ones are those with the smallest SHA-256 of `<set name>:<doc id>`.
 
 One job per module: `specs` (the sets, as data in specs.yaml), `packages` (apt-get and dpkg-deb), `html_sections`
-(HTML page -> sections), `sampling` (documents, queries and their sampling), `questions` (hand-written questions),
-`readme` (a set's README.md), `builder` (one set end to end) and `cli` (`ragtune doc-sets`).
+(HTML page -> sections), `sampling` (documents, queries and their sampling), `corpus_files` (a section's file in
+each corpus format, and its converted text), `docx_files` (Markdown -> .docx), `questions` (hand-written
+questions), `readme` (a set's README.md), `builder` (one set end to end) and `cli` (`ragtune doc-sets`).
 """
 
 from experiments.datasets.doc_sets.builder import build

@@ -8,12 +8,13 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from components.common.paths import cache_root
+from experiments.datasets.doc_sets.corpus_files import converted_texts, corpus_files
 from experiments.datasets.doc_sets.errors import DocSetError
 from experiments.datasets.doc_sets.html_sections import Section, parse_sections
 from experiments.datasets.doc_sets.packages import (
@@ -33,7 +34,7 @@ from experiments.datasets.doc_sets.sampling import (
     sample_queries,
     select_sections,
 )
-from experiments.datasets.doc_sets.specs import DocSetSpec
+from experiments.datasets.doc_sets.specs import CORPUS_SUFFIXES, DocSetSpec
 from experiments.runs.output_dir import check_output_folder
 
 BUILDER_VERSION = 2
@@ -71,13 +72,16 @@ def build(
     pages, sections = _read_package(spec, package)
     selection = select_sections(sections, min_heading_words, min_body_words)
     ids = _document_ids(spec, selection.documents)
+    files = corpus_files(spec.corpus_format, list(zip(ids, selection.documents, strict=True)))
+    texts = converted_texts(files)  # also fails naming a file the product would skip
     if spec.questions:
-        items = written_items(spec, {i: section.body + "\n" for i, section in zip(ids, selection.documents, strict=True)})
+        items = written_items(spec, texts)
     else:
-        items = golden_items(spec.name, sample_queries(spec.name, selection.queries, max_queries))
+        suffix = CORPUS_SUFFIXES[spec.corpus_format]
+        items = golden_items(spec.name, sample_queries(spec.name, selection.queries, max_queries), suffix)
     filters = {"min_heading_words": min_heading_words, "min_body_words": min_body_words}
     source = _source(spec, package, out_dir, filters, (pages, len(sections)), selection, items)
-    _write_set(spec, out_dir, list(zip(ids, selection.documents, strict=True)), items, source)
+    _write_set(spec, out_dir, files, items, source)
     return source
 
 
@@ -105,7 +109,7 @@ def _document_ids(spec: DocSetSpec, documents: Sequence[Section]) -> list[str]:
             f"{spec.name}: {len(documents)} sections exceed max_documents={spec.max_documents}; "
             "narrow the include patterns"
         )
-    ids = [doc_id(section) for section in documents]
+    ids = [doc_id(section, CORPUS_SUFFIXES[spec.corpus_format]) for section in documents]
     if len(set(ids)) != len(ids):
         raise DocSetError(f"{spec.name}: two sections map to the same doc id")
     return ids
@@ -156,19 +160,20 @@ def _source(
 def _write_set(
     spec: DocSetSpec,
     out_dir: Path,
-    documents: Sequence[tuple[str, Section]],
+    files: Mapping[str, bytes],
     items: Sequence[dict[str, Any]],
     source: dict[str, Any],
 ) -> None:
-    """The set's files (marker first) into a staging folder beside `out_dir`, then swapped in."""
+    """The set's files (marker first; `files`: doc id -> corpus file) into a staging folder beside `out_dir`, then
+    swapped in."""
     staging = out_dir.with_name(f".{out_dir.name}.building-{secrets.token_hex(4)}")
     staging.mkdir()  # not mkdtemp: the set gets the usual permissions, not 0700
     try:
         (staging / MARKER).touch()
-        for identifier, section in documents:
+        for identifier, data in files.items():
             path = staging / "corpus" / identifier
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(section.body + "\n", encoding="utf-8")
+            path.write_bytes(data)
         with (staging / "golden.jsonl").open("w", encoding="utf-8") as handle:
             for item in items:
                 handle.write(json.dumps(item, ensure_ascii=False) + "\n")

@@ -1,11 +1,15 @@
 """HTML page -> sections: every heading of the page's main content with the text up to the next heading.
 
 Written for the two generators the sets come from (Sphinx and DocBook XSL): their navigation, tables of contents
-and permalink marks are never part of a section's text, and section numbering is removed from headings.
+and permalink marks are never part of a section's text, and section numbering is removed from headings. Each
+section also keeps its content as the page's own HTML (tables, lists and code as they are), for the sets whose
+corpus is read through the product's converters instead of as plain text.
 """
 
 from __future__ import annotations
 
+import copy
+import html as html_text
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -54,6 +58,8 @@ class Section:
     heading: str  # cleaned: numbering and permalink marks removed
     anchor: str | None
     body: str
+    # The same content as the page's HTML elements (navigation and tables of contents left out), heading excluded.
+    html: str = ""
 
 
 def parse_sections(html: str | bytes, page: str) -> list[Section]:
@@ -73,7 +79,7 @@ def parse_sections(html: str | bytes, page: str) -> list[Section]:
     walker.walk(root)
     walker.close()
     sections = []
-    for index, (level, heading, anchor, fragments) in enumerate(walker.sections):
+    for index, (level, heading, anchor, fragments, markup) in enumerate(walker.sections):
         sections.append(
             Section(
                 page=page,
@@ -82,6 +88,7 @@ def parse_sections(html: str | bytes, page: str) -> list[Section]:
                 heading=clean_heading(heading),
                 anchor=anchor,
                 body=_assemble(fragments),
+                html="".join(markup).strip(),
             )
         )
     return sections
@@ -93,14 +100,26 @@ def _declared_encoding(data: bytes) -> str:
 
 
 class _Walker:
-    """Collects (level, heading text, anchor, text fragments) per heading, in document order."""
+    """Collects (level, heading text, anchor, text fragments, HTML fragments) per heading, in document order.
+
+    An element with no heading inside is copied whole into the section's HTML (less what is never content); one
+    holding a heading is walked into, so every element lands in the section of the heading before it.
+    """
 
     def __init__(self) -> None:
-        self.sections: list[tuple[int, str, str | None, list[str]]] = []
+        self.sections: list[tuple[int, str, str | None, list[str], list[str]]] = []
         self._fragments: list[str] | None = None  # None before the first heading
+        self._markup: list[str] | None = None
+        self._copying = False  # inside an element already copied whole
 
     def close(self) -> None:
-        self._fragments = None
+        self._fragments = self._markup = None
+
+    def _text(self, text: str | None, pre: bool) -> None:
+        """Text between elements: into the section's text and, unless inside a copied element, its HTML."""
+        self._emit(text, pre)
+        if text and self._markup is not None and not self._copying:
+            self._markup.append(html_text.escape(text, quote=False))
 
     def _emit(self, text: str | None, pre: bool = False) -> None:
         if not text or self._fragments is None:
@@ -119,29 +138,45 @@ class _Walker:
             self._node(child, pre)
 
     def _node(self, element: Any, pre: bool) -> None:
-        tag = element.tag if isinstance(element.tag, str) else None
-        if tag is None:  # comments, processing instructions
-            self._emit(element.tail, pre)
+        if not isinstance(element.tag, str) or _dropped(element):  # comments, processing instructions, navigation
+            self._text(element.tail, pre)
             return
-        tag = tag.lower()
-        classes = set((element.get("class") or "").split())
-        if tag in DROP_TAGS or classes & DROP_CLASSES:
-            self._emit(element.tail, pre)
-            return
+        tag = element.tag.lower()
         if tag in HEADING_TAGS:
-            self._fragments = []
-            self.sections.append((int(tag[1]), _heading_text(element), _anchor(element), self._fragments))
-            self._emit(element.tail, pre)
+            self._fragments, self._markup = [], []
+            self.sections.append(
+                (int(tag[1]), _heading_text(element), _anchor(element), self._fragments, self._markup)
+            )
+            self._text(element.tail, pre)
             return
+        copied = self._markup is not None and not self._copying and next(element.iter(*HEADING_TAGS), None) is None
+        if copied:
+            self._markup.append(_content_html(element))
+            self._copying = True
         block = tag in BLOCK_TAGS
         inner_pre = pre or tag == "pre"
         if block:
             self._mark("\n\n" if tag not in CELL_TAGS else " | ")
-        self._emit(element.text, inner_pre)
+        self._text(element.text, inner_pre)
         self.walk(element, inner_pre)
         if block and tag not in CELL_TAGS:
             self._mark("\n\n")
-        self._emit(element.tail, pre)
+        self._copying = self._copying and not copied
+        self._text(element.tail, pre)
+
+
+def _dropped(element: Any) -> bool:
+    """Never part of a section: scripts, styles, navigation, tables of contents, permalink marks."""
+    classes = set((element.get("class") or "").split())
+    return element.tag.lower() in DROP_TAGS or bool(classes & DROP_CLASSES)
+
+
+def _content_html(element: Any) -> str:
+    """The element as HTML without its tail, less the descendants `_dropped` leaves out."""
+    kept = copy.deepcopy(element)
+    for descendant in [d for d in kept.iterdescendants() if isinstance(d.tag, str) and _dropped(d)]:
+        descendant.drop_tree()
+    return lxml_html.tostring(kept, encoding="unicode", with_tail=False)
 
 
 def _heading_text(element: Any) -> str:

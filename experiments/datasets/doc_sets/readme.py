@@ -6,6 +6,13 @@ from typing import Any
 
 from experiments.datasets.doc_sets.specs import DocSetSpec
 
+# What one corpus file holds, per corpus_format.
+CORPUS_FILES = {
+    "text": "one section body each, heading removed",
+    "html": "one .html page per section: its heading and the page's own elements, tables included",
+    "docx": "one .docx per section: its heading as a Word heading, its tables as Word tables",
+}
+
 
 def readme_text(spec: DocSetSpec, source: dict[str, Any]) -> str:
     return (
@@ -13,7 +20,7 @@ def readme_text(spec: DocSetSpec, source: dict[str, Any]) -> str:
         f"Built by `ragtune doc-sets build {spec.name}` from the Debian package "
         f"`{source['package']}` {source['version']} (`{source['deb']}`, sha256 {source['deb_sha256']}), "
         f"pages `{spec.root}/{{{','.join(spec.include)}}}`.\n\n"
-        f"- documents (`corpus/`, one section body each, heading removed): {source['documents']}\n"
+        f"- documents (`corpus/`, {CORPUS_FILES[spec.corpus_format]}): {source['documents']}\n"
         + (f"- queries (`golden.jsonl`, written by hand): {source['answerable']} answerable, "
            f"{source['unanswerable']} unanswerable; {source['how_written']}\n" if spec.questions else
            f"- queries (`golden.jsonl`, the section heading): {source['queries']} ({source['query_sampling']})\n")

@@ -78,12 +78,13 @@ def select_sections(
     return selection
 
 
-def doc_id(section: Section) -> str:
-    """`<page without suffix>/<NNN>-<anchor slug>.txt`: unique per heading, readable, the same on every build."""
+def doc_id(section: Section, suffix: str = ".txt") -> str:
+    """`<page without suffix>/<NNN>-<anchor slug><suffix>`: unique per heading, readable, the same on every build;
+    `suffix` is the set's corpus format's (specs.CORPUS_SUFFIXES)."""
     page = re.sub(r"\.html?$", "", section.page)
     page = re.sub(r"\.zh-cn$", "", page)
     slug = _SLUG.sub("-", (section.anchor or "").lower()).strip("-")[:60].strip("-") or "section"
-    return f"{page}/{section.index:03d}-{slug}.txt"
+    return f"{page}/{section.index:03d}-{slug}{suffix}"
 
 
 def sample_queries(name: str, sections: Sequence[Section], limit: int | None) -> list[Section]:
@@ -95,13 +96,14 @@ def sample_queries(name: str, sections: Sequence[Section], limit: int | None) ->
     return [s for s in sections if doc_id(s) in kept]
 
 
-def golden_items(name: str, sections: Sequence[Section]) -> list[dict[str, Any]]:
-    """Golden JSONL records: the heading as question, its own section as the relevant document."""
+def golden_items(name: str, sections: Sequence[Section], suffix: str = ".txt") -> list[dict[str, Any]]:
+    """Golden JSONL records: the heading as question, its own section (its file's `suffix`) as the relevant
+    document."""
     return [
         {
             "id": f"{name}-{number:04d}",
             "question": section.heading,
-            "relevant_doc_ids": [doc_id(section)],
+            "relevant_doc_ids": [doc_id(section, suffix)],
             "category": re.sub(r"(\.zh-cn)?\.html?$", "", section.page),
             "meta": {"page": section.page, "anchor": section.anchor, "heading_level": section.level},
         }

@@ -1,6 +1,6 @@
 """The sets that can be built, as data: `specs.yaml` beside this module, loaded into typed, frozen records.
 
-Data rather than code because a set is nothing but ten plain values: adding one is an entry in the YAML (and, for
+Data rather than code because a set is nothing but eleven plain values: adding one is an entry in the YAML (and, for
 hand-written questions, their file in data/validation/), with no code to touch; the loader checks every entry's
 keys and types, so a typo fails naming the set and the key instead of building something else.
 """
@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 SPECS_FILE = Path(__file__).with_name("specs.yaml")
+# corpus_format -> the suffix of the set's corpus files (and doc ids).
+CORPUS_SUFFIXES = {"text": ".txt", "html": ".html", "docx": ".docx"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,11 @@ class DocSetSpec:
     max_documents: int = 1500
     # Hand-written questions (data/validation/<file>), used instead of the headings.
     questions: str | None = None
+    # How each section is written into corpus/, and so which of the product's converters reads it at index time:
+    # text: its body as a .txt file, tables flattened into lines; html: a small .html page with its heading and the
+    # page's own elements, read by the HTML converter (headings and tables kept as Markdown); docx: that page's
+    # Markdown as a Word file (Word headings and tables), read by Haystack's DOCXToDocument.
+    corpus_format: str = "text"
 
 
 def spec_from_entry(entry: Any, path: Path = SPECS_FILE) -> DocSetSpec:
@@ -64,6 +71,8 @@ def spec_from_entry(entry: Any, path: Path = SPECS_FILE) -> DocSetSpec:
         elif not isinstance(value, hints[key]) or isinstance(value, bool):
             raise ValueError(f"{where}: {key} must be {fields[key].type}, got {value!r}")
         values[key] = value
+    if (corpus_format := values.get("corpus_format", "text")) not in CORPUS_SUFFIXES:
+        raise ValueError(f"{where}: corpus_format must be one of {list(CORPUS_SUFFIXES)}, got {corpus_format!r}")
     return DocSetSpec(**values)
 
 
