@@ -6,18 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from haystack import Document, Pipeline
-from haystack.components.agents.state.state_utils import merge_lists
+from haystack.components.agents.state.state_utils import merge_lists, replace_values
 from haystack.tools import ComponentTool, PipelineTool, Tool
 
 from components.agents.agent_answer import FINAL_ANSWER
 from components.agents.scoped_query import FILTERS_KEY
 from components.tools.sql_query import SqlQuery
 
-# The Agent state the tools read and fill: the request's scope, and what the tools returned, passages and table
-# rows alike (scored as the question's retrieval and context, and what its answer may cite).
+# The Agent state key holding the floor search's whole retrieval ranking (pipelines/agent_floor.py).
+RANKING = "ranking"
+# The Agent state the tools read and fill: the request's scope, what the tools returned, passages and table rows
+# alike (scored as the question's context, and what its answer may cite), and the floor's ranking (scored, with
+# them, as its retrieval).
 STATE_SCHEMA: dict[str, dict[str, Any]] = {
     FILTERS_KEY: {"type": dict[str, Any] | None},
     "documents": {"type": list[Document], "handler": merge_lists},
+    RANKING: {"type": list[Document], "handler": replace_values},
     "deadline": {"type": float},
 }
 KB_SEARCH = "kb_search"
@@ -28,16 +32,24 @@ AGENT_TOOLS = (KB_SEARCH, SQL_QUERY)
 PASSAGE_CHARS = 400
 
 
-def kb_search_tool(search: Pipeline, documents_output: str, description: str) -> PipelineTool:
-    """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket."""
+def kb_search_tool(
+    search: Pipeline, documents_output: str, description: str, ranking_output: str | None = None
+) -> PipelineTool:
+    """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket, and
+    `ranking_output` (the floor's search only) its whole retrieval ranking, which goes to the state's `ranking`."""
+    outputs = {documents_output: "documents"}
+    to_state = {"documents": {"source": "documents"}}
+    if ranking_output is not None:
+        outputs[ranking_output] = RANKING
+        to_state[RANKING] = {"source": RANKING}
     return PipelineTool(
         pipeline=search,
         name=KB_SEARCH,
         description=description,
         input_mapping={"query": ["scope.query"], "state": ["scope.state"]},
-        output_mapping={documents_output: "documents"},
+        output_mapping=outputs,
         outputs_to_string={"source": "documents", "handler": documents_observation},
-        outputs_to_state={"documents": {"source": "documents"}},
+        outputs_to_state=to_state,
     )
 
 

@@ -19,6 +19,7 @@ from components.agents.repeated_call_hook import RepeatedCallHook
 from components.agents.scoped_query import ScopedQuery
 from components.context.context_window import ContextWindow
 from components.tools.sql_query import SqlQuery
+from pipelines.agent_floor import FloorSearchHook
 from pipelines.agent_tools import STATE_SCHEMA, final_answer_tool, kb_search_tool, sql_query_tool
 from pipelines.built import BuiltPipeline
 from pipelines.spec import PipelineConfigError
@@ -34,6 +35,7 @@ def rag_agent(
     sql_cache_dir: str | None = None,
     native_tool_calls: bool = False,
     first_tool: str | None = None,
+    floor_search: bool = True,
     passages: int = 3,
     step_max_tokens: int = 512,
     max_agent_steps: int = 6,
@@ -49,7 +51,9 @@ def rag_agent(
     :param refusals: Language -> the refusal sentence.
     :param sql_database: A SQLite file or `.sql` script for the read-only sql_query tool; None: documents only.
     :param native_tool_calls: The chat generator calls tools itself (an OpenAI-compatible endpoint).
-    :param first_tool: The only tool the first step may call; None: the model chooses.
+    :param first_tool: The only tool the model's first step may call; None: the model chooses.
+    :param floor_search: Before the model's first step, search the question verbatim (pipelines/agent_floor.py),
+        so the run retrieves at least what `search` alone does; the model's calls can only add to it.
     :param passages: Passages a search returns (the first of the search pipeline's context).
     :param step_max_tokens: Tokens a step's call may take under the JSON schema (not for native tool calls).
     """
@@ -58,12 +62,15 @@ def rag_agent(
                                   f"be positive, got {max_agent_steps}, {max_total_tokens}, {timeout_s}")
     pipeline, documents = scoped_search(search, passages)
     tools = [kb_search_tool(pipeline, documents, search_description)]
+    deadline = DeadlineHook(seconds=timeout_s)
+    before_run: list[Any] = [deadline]  # the floor's search counts against the deadline
+    if floor_search:
+        before_run.append(FloorSearchHook(kb_search_tool(pipeline, documents, search_description, ranking(search))))
     if sql_database is not None:
         sql = SqlQuery(database=sql_database, cache_dir=sql_cache_dir)
         sql.warm_up()  # opens the file read-only and reads its schema, which the tool's description names
         tools.append(sql_query_tool(sql, f"Run one read-only SQLite SELECT. Tables: {sql.schema_text()}."))
     tools.append(final_answer_tool())
-    deadline = DeadlineHook(seconds=timeout_s)
     with warnings.catch_warnings():  # Haystack marks its token budget experimental; ragtune pins Haystack 3.4
         warnings.simplefilter("ignore", ExperimentalWarning)
         budget = TokenBudgetHook(max_total_tokens=max_total_tokens)
@@ -74,7 +81,7 @@ def rag_agent(
         exit_conditions=[FINAL_ANSWER],
         state_schema=STATE_SCHEMA,
         max_agent_steps=max_agent_steps,
-        hooks={"before_run": [deadline], "before_llm": [deadline, budget], "before_tool": [RepeatedCallHook()]},
+        hooks={"before_run": before_run, "before_llm": [deadline, budget], "before_tool": [RepeatedCallHook()]},
     )
 
 
@@ -86,6 +93,14 @@ def step_generator(chat_generator: Any, native_tool_calls: bool, first_tool: str
             chat_generator=chat_generator, generation_kwargs={"max_tokens": step_max_tokens}, first_tool=first_tool
         )
     return NativeToolCalls(chat_generator, first_tool)
+
+
+def ranking(search: BuiltPipeline) -> str:
+    """The socket of the search pipeline's whole retrieval ranking, which the floor search reports."""
+    if search.retrieval_output is None:
+        raise PipelineConfigError(f"pipeline '{search.name}' (kb_search): it has no retrieval_output for the floor "
+                                  f"search to report; set pipeline.components.agent.floor_search=false")
+    return str(search.retrieval_output)
 
 
 def scoped_search(search: BuiltPipeline, passages: int) -> tuple[Pipeline, str]:

@@ -9,6 +9,11 @@ floats of a query embedding. At 100k chunks that doubled hybrid retrieval latenc
 measured with benchmarks/bench_retrieval.py). Immutable scalars need no copy and a list of them only a shallow one,
 so the result is the same; anything else still goes through Haystack's function. `install_fast_copy` replaces
 that private function, so it first checks that the installed Haystack is the one this was tested with.
+
+`run_tool` is the Agent's own tool execution (`_run_tool`: the tool's state inputs injected, its `outputs_to_state`
+merged, its result turned into a tool message by `outputs_to_string`), which Haystack 3.4 has no public form of:
+the agent's floor search (pipelines/agent_floor.py) runs through it, so it is scoped and recorded exactly as the
+model's own calls are.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import haystack
 import haystack.core.pipeline.base as pipeline_base
 import haystack.core.pipeline.pipeline as pipeline_module
+from haystack.components.agents.tool_calling import _run_tool
 from haystack.core.component.types import InputSocket, OutputSocket
 from haystack.core.pipeline import utils
 
@@ -27,6 +33,7 @@ from pipelines.errors import UserError
 TESTED_HAYSTACK = "3.4"
 IMMUTABLE = (int, float, str, bool, bytes, type(None))
 _haystack_copy = utils._deepcopy_with_exceptions
+run_tool = _run_tool
 
 
 class HaystackVersionError(UserError, RuntimeError):

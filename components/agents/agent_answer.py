@@ -13,6 +13,9 @@ from components.common.text import refusal_for
 
 # The tool whose call is the answer (pipelines/agentic.py makes it the exit condition).
 FINAL_ANSWER = "final_answer"
+# Marks the floor search's call (pipelines/agent_floor.py) in a message's meta and as its call id: made for the
+# model, before its first step, so it is not one of the model's calls.
+FLOOR_SEARCH = "floor_search"
 # Why a run stopped without an answer, as the refusal says it.
 STOP_REASONS = {
     "max_agent_steps": "step limit",
@@ -33,7 +36,11 @@ class AgentAnswer:
     row's `sql:<table>/<key>`), and only documents the tools returned in this run count: the CitationVerifier then
     checks each sentence against the documents it cites, as for any generated answer. A run that stopped for any
     other reason (steps, tokens, time, a repeated call) is an honest refusal that says why. The answer's meta also
-    keeps the run: `agent` holds its steps, tool calls in order, tool-call counts and stop reason.
+    keeps the run: `agent` holds its steps, the model's tool calls in order (the floor search, which was made for
+    it, left out), tool-call counts and stop reason.
+
+    The documents the run retrieved are the floor search's whole ranking (`ranking`), then what the tools returned
+    that it lacks: what came later is appended, never ranked above the floor's.
 
     ### Usage example
     ```python
@@ -58,7 +65,7 @@ class AgentAnswer:
         self.support_threshold = support_threshold
         self._verifier = CitationVerifier(refusals, refusal_patterns, support_threshold)
 
-    @component.output_types(answers=list[GeneratedAnswer], documents=list[Document])
+    @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], retrieved=list[Document])
     def run(
         self,
         query: str,
@@ -68,6 +75,7 @@ class AgentAnswer:
         tool_call_counts: dict[str, int],
         documents: list[Document] | None = None,
         token_usage: dict[str, Any] | None = None,
+        ranking: list[Document] | None = None,
     ) -> dict[str, Any]:
         """
         :param query: The question.
@@ -77,17 +85,21 @@ class AgentAnswer:
         :param tool_call_counts: Calls per tool.
         :param documents: What the tools returned, passages and table rows alike, in order.
         :param token_usage: The run's token counts.
+        :param ranking: The floor search's whole retrieval ranking, which its passages are cut from; None without one.
         :returns: `answers`: one answer under the answer contract; `documents`: what the tools returned, each once,
-            in the order they first came (the question's retrieval and context).
+            in the order they first came (the question's context); `retrieved`: the floor's ranking, then those of
+            `documents` it lacks (the question's retrieval).
         """
         context = _unique(documents or [])
-        calls = [call for message in messages for call in message.tool_calls]
+        retrieved = _unique([*(ranking or []), *context])
+        calls = [call for message in messages if not message.meta.get(FLOOR_SEARCH) for call in message.tool_calls]
         run = AgentRun(steps=step_count, tools=[c.tool_name for c in calls], tool_calls=dict(tool_call_counts),
                        stop_reason=exit_reason)
         usage = {k: v for k, v in (token_usage or {}).items() if isinstance(v, int)}
         final = next((c for c in reversed(calls) if c.tool_name == FINAL_ANSWER), None)
         if exit_reason != FINAL_ANSWER or final is None:
-            return {"answers": [self._stopped(query, exit_reason, run, usage)], "documents": context}
+            return {"answers": [self._stopped(query, exit_reason, run, usage)], "documents": context,
+                    "retrieved": retrieved}
         cited = [str(c) for c in final.arguments.get("citations") or []]
         markers = {c: _marker(c, context) for c in cited}
         known = sorted({m for m in markers.values() if m is not None})
@@ -98,7 +110,7 @@ class AgentAnswer:
         meta = AnswerMeta(**{**answer.meta, "usage": usage}, agent=run,  # type: ignore[typeddict-item]
                           unknown_citations=[c for c, m in markers.items() if m is None])
         answer = GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
-        return {"answers": [answer], "documents": context}
+        return {"answers": [answer], "documents": context, "retrieved": retrieved}
 
     def _stopped(self, query: str, reason: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:
         refusal = refusal_for(self.refusals, query)

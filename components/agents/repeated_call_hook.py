@@ -10,14 +10,18 @@ from typing import Any
 from haystack import default_from_dict, default_to_dict
 from haystack.components.agents.state.state import State
 
+from components.agents.agent_answer import FLOOR_SEARCH
+
 STOP_REASON = "repeated_call"
 
 
 class RepeatedCallHook:
     """
-    A `before_tool` hook for Haystack's `Agent`: when the pending call repeats an earlier one (same tool, same
-    arguments once normalised: Unicode NFKC, case, whitespace, key order), it sets the Agent's `stop_run` to
-    `repeated_call`, so the run ends before the next model call with that exit reason.
+    A `before_tool` hook for Haystack's `Agent`: when the pending call repeats an earlier one of the model's (same
+    tool, same arguments once normalised: Unicode NFKC, case, whitespace, key order), it sets the Agent's
+    `stop_run` to `repeated_call`, so the run ends before the next model call with that exit reason. The floor
+    search, made for the model (`floor_search` in its message's meta), is not the model's: searching the question
+    once more is not yet a loop.
 
     ### Usage example
     ```python
@@ -29,7 +33,7 @@ class RepeatedCallHook:
 
     def run(self, state: State) -> None:
         messages = state.get("messages") or []
-        calls = [call for message in messages for call in message.tool_calls]
+        calls = [call for message in messages if not message.meta.get(FLOOR_SEARCH) for call in message.tool_calls]
         if not calls:
             return
         *earlier, pending = [normalised_call(c.tool_name, c.arguments) for c in calls]

@@ -9,12 +9,14 @@ from haystack.core.serialization import component_from_dict, import_class_by_nam
 from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool, Toolset
 
+from components.agents.agent_answer import FLOOR_SEARCH
+
 Tools = list[Tool] | Toolset | None
 
 
 def is_first_step(messages: list[ChatMessage]) -> bool:
-    """No tool has been called yet in this conversation."""
-    return not any(message.tool_calls for message in messages)
+    """The model has called no tool yet in this conversation (the floor search was made for it, not by it)."""
+    return not any(message.tool_calls for message in messages if not message.meta.get(FLOOR_SEARCH))
 
 
 class WrappedChatGenerator:
