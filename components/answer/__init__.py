@@ -1,1 +1,2 @@
-"""Answerers (extractive, span, LLM), the citation verifier, refusals and the self-check."""
+"""Answerers (extractive, span, LLM), the rule choosing a span or a sentence, the citation verifier, refusals and the
+self-check."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict
 
+from components.common.patterns import compile_patterns
 from components.routers.routes import RouteDecision, check_route
 
 
@@ -34,8 +34,13 @@ class RulesRouter:
         """
         self.rules = [dict(rule) for rule in rules]
         self.default = check_route(default, "default")
-        self._compiled = [(check_route(rule.get("route", ""), f"rules[{i}].route"), _patterns(rule, i))
-                          for i, rule in enumerate(self.rules)]
+        self._compiled = [
+            (
+                check_route(rule.get("route", ""), f"rules[{i}].route"),
+                compile_patterns(rule.get("patterns"), f"rules[{i}].patterns"),
+            )
+            for i, rule in enumerate(self.rules)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component."""
@@ -59,17 +64,3 @@ class RulesRouter:
         :returns: `route`, `confidence` (1 on a match, else 0), `router` ("rules") and the `query`.
         """
         return self.classify(query).outputs(query)
-
-
-def _patterns(rule: dict[str, Any], index: int) -> list[re.Pattern[str]]:
-    patterns = rule.get("patterns")
-    if not isinstance(patterns, dict):
-        raise ValueError(f"rules[{index}].patterns: expected {{language: [regex, ...]}}, got {patterns!r}")
-    compiled = []
-    for language, texts in patterns.items():
-        for j, text in enumerate(texts or []):
-            try:
-                compiled.append(re.compile(text, re.IGNORECASE))
-            except re.error as e:
-                raise ValueError(f"rules[{index}].patterns.{language}[{j}]: {text!r} does not compile: {e}") from e
-    return compiled
