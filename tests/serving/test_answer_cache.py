@@ -26,6 +26,7 @@ from serving.principals import Principal, scoped_filters
 from serving.served_pipeline import ServedPipeline
 from serving.settings import CacheSettings, ServeSettings, TraceSettings, compose_serve, serve_settings
 from tests.support.shipped import composed
+from tests.support.status_logged import StatusLogged
 
 KEYS = {
     "k-acme": Principal("acme", subject="ana"),
@@ -267,17 +268,6 @@ def test_a_failed_answer_is_never_stored(error, status):
     assert len(answerer.calls) == 2 and "ragtune_cache_entries 0.0" in api.get("/metrics").text
 
 
-class Logged(logging.Handler):
-    """Sets `event` when the server logs a request that ended with `status`."""
-
-    def __init__(self, status: int, event: threading.Event):
-        super().__init__()
-        self.status, self.event = status, event
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if json.loads(record.getMessage()).get("status") == self.status:
-            self.event.set()
-
 
 def test_a_timed_out_answer_is_not_stored_though_its_pipeline_finishes_later():
     """The first answer is held until the server has logged its 504, then ends: the next asking runs again."""
@@ -292,7 +282,7 @@ def test_a_timed_out_answer_is_not_stored_though_its_pipeline_finishes_later():
     logger = logging.getLogger("ragtune.serve")
     level = logger.level
     logger.setLevel(logging.INFO)
-    logger.addHandler(handler := Logged(504, release))
+    logger.addHandler(handler := StatusLogged(504, release))
     try:
         answerer = Stuck()
         api = app(answerer, timeout_s=0.2)

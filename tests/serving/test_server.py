@@ -20,6 +20,7 @@ from serving.http.auth import authenticator, bearer, proxy_headers
 from serving.http.state import ServerState
 from serving.principals import Principal, key_subject, read_api_keys, scoped_filters
 from serving.settings import JwtSettings, ServeSettings
+from tests.support.status_logged import StatusLogged
 
 KEYS = {"k-acme": Principal("acme", ("hr",)), "k-beta": Principal("beta")}
 AUTH = {"Authorization": "Bearer k-acme"}
@@ -143,22 +144,11 @@ def test_a_failing_answer_is_a_500_with_its_trace_id_and_a_user_error_a_400(capl
     assert refused.status_code == 400 and "Weaviate refused" in refused.json()["error"]
 
 
-class ReleaseOnStatus(logging.Handler):
-    """Sets `event` when the server logs a request that ended with `status`."""
-
-    def __init__(self, status: int, event: threading.Event):
-        super().__init__()
-        self.status, self.event = status, event
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if json.loads(record.getMessage()).get("status") == self.status:
-            self.event.set()
-
 
 def test_a_slow_answer_times_out():
     """The answer is held until the server has logged its 504: the request cannot end before, nor the test wait."""
     answerer = RecordingAnswerer(blocking=True)
-    handler = ReleaseOnStatus(504, answerer.release)
+    handler = StatusLogged(504, answerer.release)
     logger, level = logging.getLogger("ragtune.serve"), logging.getLogger("ragtune.serve").level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
