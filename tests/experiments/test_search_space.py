@@ -44,3 +44,47 @@ def test_a_trial_goes_back_to_hydra_as_overrides_and_names_its_index_knobs():
 def test_a_space_with_nothing_to_search_is_refused_naming_the_key():
     with pytest.raises(SearchSpaceError, match="hydra.sweeper.params: nothing to search"):
         search_space({"retriever.top_k": "10"}, [])
+
+
+def shipped_space():
+    from omegaconf import OmegaConf
+
+    from tests.support.paths import CONF
+
+    params = OmegaConf.load(CONF / "hydra" / "sweeper" / "optuna.yaml").params
+    return search_space({str(key): str(value) for key, value in params.items()}, [])
+
+
+def test_the_shipped_space_searches_the_index_strategies_that_exist_and_their_sizes():
+    from tests.support.paths import CONF
+
+    space = shipped_space()
+    strategies = space.distributions["ingest"].choices
+    assert {"recursive", "sentence_window"} <= set(strategies)
+    assert [s for s in strategies if not (CONF / "ingest" / f"{s}.yaml").is_file()] == []
+    assert {"ingest.chunk_size", "ingest.window"} <= set(space.distributions)
+    assert ("ingest", "sentence_window") in space.index_params({"ingest": "sentence_window", "reranker": "e5"})
+
+
+def test_every_strategy_composes_with_every_size_and_a_size_it_does_not_read_changes_nothing():
+    from omegaconf import OmegaConf
+
+    from experiments.runs.config import compose, validate
+    from pipelines.index import ingest_spec
+
+    space = shipped_space()
+    sizes = [key for key in space.distributions if key.startswith("ingest.")]
+
+    def built(strategy, key, value):
+        cfg = compose([f"ingest={strategy}", f"{key}={value}"])
+        settings = validate(cfg)
+        return ingest_spec(settings.ingest, None), OmegaConf.to_container(cfg.answer.stage, resolve=True)
+
+    read = {}
+    for strategy in space.distributions["ingest"].choices:
+        for key in sizes:
+            values = space.distributions[key].choices
+            read[strategy, key] = built(strategy, key, values[0]) != built(strategy, key, values[-1])
+    assert read["recursive", "ingest.chunk_size"] and read["sentence_window", "ingest.window"]
+    assert not read["sentence_window", "ingest.chunk_size"] and not read["recursive", "ingest.window"]
+    assert [key for key in sizes if not any(read[s, key] for s in space.distributions["ingest"].choices)] == []
