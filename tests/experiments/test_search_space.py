@@ -86,5 +86,8 @@ def test_every_strategy_composes_with_every_size_and_a_size_it_does_not_read_cha
             values = space.distributions[key].choices
             read[strategy, key] = built(strategy, key, values[0]) != built(strategy, key, values[-1])
     assert read["recursive", "ingest.chunk_size"] and read["sentence_window", "ingest.window"]
-    assert not read["sentence_window", "ingest.chunk_size"] and not read["recursive", "ingest.window"]
+    assert not read["recursive", "ingest.window"]
+    # Under sentence_window, chunk_size reaches only the guard: how long a table or code block may stay whole.
+    (small, stage), (large, _) = (built("sentence_window", "ingest.chunk_size", v) for v in (300, 800))
+    assert small["components"].pop("guard") != large["components"].pop("guard") and small == large
     assert [key for key in sizes if not any(read[s, key] for s in space.distributions["ingest"].choices)] == []
