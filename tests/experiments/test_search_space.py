@@ -60,7 +60,7 @@ def test_the_shipped_space_searches_the_index_strategies_that_exist_and_their_si
 
     space = shipped_space()
     strategies = space.distributions["ingest"].choices
-    assert {"recursive", "sentence_window"} <= set(strategies)
+    assert set(strategies) == {"recursive", "sentence_window", "semantic", "parent_child", "hierarchical"}
     assert [s for s in strategies if not (CONF / "ingest" / f"{s}.yaml").is_file()] == []
     assert {"ingest.chunk_size", "ingest.window"} <= set(space.distributions)
     assert ("ingest", "sentence_window") in space.index_params({"ingest": "sentence_window", "reranker": "e5"})
@@ -86,8 +86,9 @@ def test_every_strategy_composes_with_every_size_and_a_size_it_does_not_read_cha
             values = space.distributions[key].choices
             read[strategy, key] = built(strategy, key, values[0]) != built(strategy, key, values[-1])
     assert read["recursive", "ingest.chunk_size"] and read["sentence_window", "ingest.window"]
-    assert not read["recursive", "ingest.window"]
+    assert read["parent_child", "ingest.parent_size"] and read["hierarchical", "ingest.chunk_size"]
+    assert not read["recursive", "ingest.window"] and not read["recursive", "ingest.parent_size"]
     # Under sentence_window, chunk_size reaches only the guard: how long a table or code block may stay whole.
-    (small, stage), (large, _) = (built("sentence_window", "ingest.chunk_size", v) for v in (300, 800))
+    (small, stage), (large, _) = (built("sentence_window", "ingest.chunk_size", v) for v in (300, 700))
     assert small["components"].pop("guard") != large["components"].pop("guard") and small == large
     assert [key for key in sizes if not any(read[s, key] for s in space.distributions["ingest"].choices)] == []
