@@ -18,11 +18,13 @@ from pipelines import haystack_compat
 from pipelines.built import BuiltPipeline
 from pipelines.instantiate import instantiate, locate
 from pipelines.none_slots import add_pass_throughs
+from pipelines.path_guards import DEGRADED, with_path_guards
 from pipelines.spec import (
     GOLDEN_INPUTS,
     SPEC_KEYS,
     PipelineConfigError,
     PipelineSpec,
+    Socket,
     flat_connections,
     is_none,
     parse_connection,
@@ -50,7 +52,7 @@ def build_pipeline(
     `input_names` restricts the inputs (evaluated pipelines take golden fields: GOLDEN_INPUTS, with `question`)."""
     haystack_compat.install_fast_copy()  # before any pipeline built here runs; idempotent
     spec = with_answer_stage(flat_connections(to_container(spec, key), key), key)
-    spec = with_question_from(with_queries_from(spec, key), key)
+    spec = with_question_from(with_path_guards(with_queries_from(spec, key), key), key)
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise PipelineConfigError(f"{key}: unknown key(s) {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
@@ -118,6 +120,7 @@ def build_pipeline(
         grader=spec.get("grader"),
         rewriter=rewriting_component(spec),
         model_slots=parse_model_slots(spec.get("model_slots"), key, components_spec),
+        degraded_output=Socket(spec["path_guards"]["joiner"], DEGRADED) if spec.get("path_guards") else None,
     )
 
 

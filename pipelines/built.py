@@ -42,6 +42,8 @@ class BuiltPipeline:
     rewriter: str | None = None
     # `model_slots` of the spec (pipelines/spec.py): the LLM slot -> the config section and component that run it.
     model_slots: dict[str, ModelSlot] = field(default_factory=dict)
+    # The fusion joiner's `degraded` output when the spec guards its paths (`path_guards`, pipelines/path_guards.py).
+    degraded_output: Socket | None = None
 
     @property
     def retrieval_output(self) -> Socket | None:
@@ -111,6 +113,8 @@ class BuiltPipeline:
                 data.setdefault(name, {})["streaming_callback"] = streaming_callback
         wanted = {s.component for s in (*self.views.values(), *self._answer_sockets)}
         wanted |= {self.route_component, self.rewriter, self.grader} - {None}
+        if self.degraded_output is not None:
+            wanted.add(self.degraded_output.component)
         return self.pipeline.run(data=data, include_outputs_from=wanted)
 
     def view_documents(self, outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Document]]:
@@ -135,6 +139,13 @@ class BuiltPipeline:
                 return names[0]
         declared = output_sockets(router)
         return next((name for name in declared if name in fired), "none")
+
+    def degraded(self, outputs: Mapping[str, Mapping[str, Any]]) -> list[str] | None:
+        """The retrieval paths dropped for this question (they failed or timed out); None when the pipeline's paths
+        are not guarded, [] when none was dropped or fusion did not run (a route that retrieves nothing)."""
+        if self.degraded_output is None:
+            return None
+        return list(outputs.get(self.degraded_output.component, {}).get(self.degraded_output.name) or [])
 
     @property
     def _answer_sockets(self) -> tuple[Socket, ...]:

@@ -119,7 +119,7 @@ def path_runners(pipeline: Pipeline, fusion: str) -> dict[str, Callable[[str], l
     graph = pipeline.graph
     for sender, _, data in graph.in_edges(fusion, data=True):
         path = data["to_socket"].name
-        if path == "query":
+        if path in ("query", "degraded"):  # the question, and the guarded paths' failures (pipelines/path_guards.py)
             continue
         retriever = pipeline.get_component(sender)
         inputs = set(input_sockets(retriever))

@@ -144,13 +144,25 @@ def generator_identity(generator: Mapping[str, Any]) -> str:
     return model_identity(str(generator["model"]))
 
 
-def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0, key: str = "models.generator") -> None:
+def embedder_identity(embedder: Mapping[str, Any]) -> str:
+    """`model_identity` of a local embedder; the model names and endpoint of an OpenAI-compatible one."""
+    endpoint = embedder.get("endpoint")
+    if not endpoint:
+        return model_identity(str(embedder["model"]))
+    model, query = str(embedder["model"]), str(embedder.get("query_model") or embedder["model"])
+    return f"openai-compatible:{model if query == model else f'{model}+{query}'}@{endpoint['base_url']}"
+
+
+def check_endpoint(
+    generator: Mapping[str, Any], timeout: float = 10.0, key: str = "models.generator", what: str = "LLM endpoint"
+) -> None:
     """Fails before any work when an endpoint is unreachable, its key variable is unset, or it rejects the key.
 
     The key is sent as OpenAI clients send it; a 401 or 403 fails here, naming `api_key_env`, instead of after
     indexing. Any other reply (even 404 from servers without `/models`) counts as reachable.
 
-    `key` is the config key of the endpoint's section, named in the error (the generator or `eval.judge`).
+    `key` is the config key of the endpoint's section, named in the error (the generator, `eval.judge`, or
+    `models.embedder.endpoint`, whose `what` is an embedding endpoint).
     """
     base_url = generator.get("base_url")
     if not base_url:
@@ -168,12 +180,12 @@ def check_endpoint(generator: Mapping[str, Any], timeout: float = 10.0, key: str
         reply = httpx.get(f"{str(base_url).rstrip('/')}/models", headers=headers, timeout=timeout)
     except httpx.HTTPError as e:
         raise ModelUnavailableError(
-            f"{key}.base_url: LLM endpoint {base_url} is unreachable ({type(e).__name__}: {e}); "
+            f"{key}.base_url: {what} {base_url} is unreachable ({type(e).__name__}: {e}); "
             f"start the server or fix the URL, or use the offline default models=offline"
         ) from e
     if reply.status_code in (401, 403):
         raise ModelUnavailableError(
-            f"{key}.api_key_env: LLM endpoint {base_url} rejected "
+            f"{key}.api_key_env: {what} {base_url} rejected "
             f"{f'the key in ${key_env}' if key_env else 'a request without a key'} (HTTP {reply.status_code}); "
             f"export the right key, or point {key}.api_key_env at the variable that holds it"
         )

@@ -19,6 +19,8 @@ and the contract with evaluation and serving:
   path named under `paths` runs once per query of the `socket` output (components.retrievers.multi_query_retriever), a dense
   path together with the embedder in front of it; `query` feeds the paths' question from a socket instead of the
   pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
+- `path_guards` (`{joiner, paths}`) runs every path feeding the fusion joiner guarded, so that one that fails or
+  times out is dropped for the request (pipelines/path_guards.py);
 - `model_slots` (`slot: {section, component}`) says which component runs the chat model that the config section
   `section` names (its `model` and `endpoint`): each run records it as `ragtune.model.<slot>`, and serving checks
   it again.
@@ -76,6 +78,7 @@ class PipelineSpec:
     max_runs_per_component: int = 100
     model_slots: Any = None
     subpipelines: Any = None
+    path_guards: Any = None
 
     def to_mapping(self) -> dict[str, Any]:
         """The keys that are set, as the builder reads them."""

@@ -65,6 +65,9 @@ class QueryReply(BaseModel):
     model_version: str
     # Served from the answer cache (serve.cache): no pipeline ran, so `stages_ms` is empty.
     cached: bool = False
+    # The retrieval paths dropped for this request because they failed or timed out (retriever.paths); the reply
+    # was built from the others. Empty when every path answered (or the pipeline has one path).
+    degraded: list[str] = []
 
 
 class ChatMessageOut(BaseModel):

@@ -104,6 +104,7 @@ class ServedPipeline:
         ]
         if query.route_component is not None:
             reply["route"] = query.route(outputs)
+        reply["degraded"] = query.degraded(outputs) or []
         if query.grader is not None:
             reply["crag_label"] = grading_record(outputs.get(query.grader, {}))["crag_label"]
         if answer is not None and "agent" in answer.meta:

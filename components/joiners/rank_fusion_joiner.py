@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.joiners import DocumentJoiner
+from haystack.core.component.types import Variadic
 
 from components.common.text import detect_language
 
@@ -22,7 +23,9 @@ QUERY_LANGUAGES = ("en", "zh")
 # Per-query path confidence: how clearly a path's best hit stands out from its next ones.
 CONFIDENCE_SIGNALS = ("gap", "entropy")
 CONFIDENCE_DEPTH = 10  # the top scores a path's confidence is read from
-RESERVED_SOCKETS = ("query", "top_k")
+# `degraded`: the paths that failed for this request, from each path's PathGuard (components/retrievers/path_guard.py).
+DEGRADED = "degraded"
+RESERVED_SOCKETS = ("query", "top_k", DEGRADED)
 
 
 def _check_path_keys(name: str, mapping: Mapping[str, Any] | None, paths: list[str]) -> None:
@@ -161,6 +164,10 @@ class RankFusionJoiner:
       top 10 ("gap"), or one minus the normalised entropy of a softmax over its z-scored top 10 ("entropy").
     A zero-weight path is dropped in every mode.
 
+    Paths run by a PathGuard name themselves on the `degraded` input when they failed for this request: fusion
+    ranks the other paths' lists, and hands the failed paths on as `degraded` (in path order). When every path
+    failed there is nothing to rank from, and it raises.
+
     Ties are broken by the best single-path rank, then by id. Each output document is a copy whose meta gets
     `fusion_ranks: {path: rank}` for the paths it appeared in.
     """
@@ -210,6 +217,7 @@ class RankFusionJoiner:
         self.confidence_strength = confidence_strength
         for path in paths:
             component.set_input_type(self, path, list[Document], default=[])
+        component.set_input_type(self, DEGRADED, Variadic[list[str]], default=[])
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component."""
@@ -279,19 +287,25 @@ class RankFusionJoiner:
             fused.append(replace(doc, score=best + self.agreement_bonus * (sum(scores[doc_id]) - best)))
         return fused
 
-    @component.output_types(documents=list[Document])
+    @component.output_types(documents=list[Document], degraded=list[str])
     def run(
-        self, query: str | None = None, top_k: int | None = None, **paths: list[Document]
-    ) -> dict[str, list[Document]]:
+        self, query: str | None = None, top_k: int | None = None, **paths: Any
+    ) -> dict[str, list[Any]]:
         """
         Fuse the lists received on the path sockets.
 
         :param query: The query, used for the language fit of `path_languages`; None skips that check.
         :param top_k: Maximum number of documents; overrides the init value, 0 returns none.
-        :param paths: One ranked document list per path name.
-        :returns: `documents`: fused copies, best first, with `meta["fusion_ranks"]`.
+        :param paths: One ranked document list per path name, and under `degraded` the lists of failed paths.
+        :returns: `documents`: fused copies, best first, with `meta["fusion_ranks"]`; `degraded`: the paths that
+            failed for this request.
+        :raises RuntimeError: when every path failed.
         """
-        unknown = sorted(set(paths) - set(self.paths))
+        failed = {path for names in paths.pop(DEGRADED, None) or [] for path in names}
+        degraded = [path for path in self.paths if path in failed]
+        if len(degraded) == len(self.paths):
+            raise RuntimeError(f"every retrieval path failed for this request: {', '.join(degraded)}")
+        unknown = sorted((set(paths) | failed) - set(self.paths))
         if unknown:
             raise ValueError(
                 f"RankFusionJoiner got documents for unknown paths {unknown}; paths: {self.paths}"
@@ -306,7 +320,7 @@ class RankFusionJoiner:
             if weights[path] > 0 and (kept := self._kept(path, paths.get(path) or []))
         }
         if not lists:
-            return {"documents": []}
+            return {"documents": [], "degraded": degraded}
         if self.confidence and self.confidence_strength:
             weights = {
                 path: weight * (0.1 + path_confidence(lists[path], self.confidence)) ** self.confidence_strength
@@ -340,5 +354,6 @@ class RankFusionJoiner:
         return {
             "documents": [
                 replace(doc, meta={**doc.meta, "fusion_ranks": ranks[doc.id]}) for doc in fused[:top_k]
-            ]
+            ],
+            "degraded": degraded,
         }

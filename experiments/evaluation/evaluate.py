@@ -26,6 +26,7 @@ from experiments.evaluation.agent_metrics import agent_failure, agent_summary, t
 from experiments.evaluation.answer_metrics import ANSWER, F1, SELFCHECK, Similarity, answer_scores
 from experiments.evaluation.context_metrics import CONTEXT, RECALL, context_scores
 from experiments.evaluation.cost_metrics import cost_scores, cost_summary
+from experiments.evaluation.degradation import degraded_scores, degraded_summary
 from experiments.evaluation.diagnosis import (
     OK,
     ROUTING,
@@ -138,6 +139,8 @@ def evaluate(
             answer = query.answer(outputs)
             layer_scores = _layer_scores(query, ranked, judged.get("context"), answer, item, settings, similarity)
             layer_scores |= (cost_scores(chat.take(), answer) if costs else {}) | unlocated_counts(ranked, corpus)
+            degraded = query.degraded(outputs)
+            layer_scores |= degraded_scores(degraded)
             if query.rewriter is not None:
                 layer_scores |= query_scores(item, outputs.get(query.rewriter, {}))
             routed = query.route(outputs) if query.route_component is not None else None
@@ -164,7 +167,7 @@ def evaluate(
                 chunks=_logged_chunks(ranked),
                 routing=_routing(item, routed, outputs.get(query.rewriter, {}) if query.rewriter is not None else None),
                 extras=grading | ({"judge_errors": judge_errors} if judge_errors else {})
-                | ({"agent_failure": why_agent} if why_agent else {}),
+                | ({"agent_failure": why_agent} if why_agent else {}) | ({"degraded": degraded} if degraded else {}),
             ))
     metrics = _summarise(query, golden, settings, views, latencies, component_ms, records, costs)
     metrics[TRACED_QUESTIONS] = len(traces.trace_ids)
@@ -321,7 +324,7 @@ def _summarise(
     for component, values in component_ms.items():
         metrics |= latency_percentiles(f"latency/{component}", values)
     metrics |= _layer_summary(records, has_answer=query.answer_output is not None, costs=costs)
-    metrics |= _input_summary(query, golden) | unlocated_summary(records)
+    metrics |= _input_summary(query, golden) | unlocated_summary(records) | degraded_summary(records)
     metrics |= query_summary(records) | grading_summary(records) | routing_summary(records)
     metrics |= layer_counts([record.layer for record in records])
     return metrics | _intervals(records, settings.confidence)

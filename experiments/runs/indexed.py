@@ -39,7 +39,7 @@ from pipelines.index import (
 from pipelines.index.snapshot import read_manifest
 from pipelines.index.weaviate import check_collection_options
 from pipelines.instantiate import instantiate_component
-from pipelines.models import model_identity, resolve_model
+from pipelines.models import check_endpoint, embedder_identity, resolve_model
 from pipelines.spec import GOLDEN_INPUTS
 
 # Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
@@ -133,8 +133,11 @@ def prepare_pipeline(
     With `snapshot` (a promoted run's index folder, named by its fingerprint) no dataset is read: the index is
     the snapshot, whatever the corpus has become since."""
     embedder_settings = settings.models.embedder
-    embedder = model_identity(embedder_settings.model)
+    embedder = embedder_identity(dataclasses.asdict(embedder_settings))
     check_embedders_match(embedder_settings)
+    if embedder_settings.endpoint is not None and reads_embeddings(settings.pipeline):  # before any work
+        check_endpoint(dataclasses.asdict(embedder_settings.endpoint), key="models.embedder.endpoint",
+                       what="embedding endpoint")
     update = settings.ingest.update
     backend = index_backend(settings.store, settings.ingest)
     dataset, spec, lineage = None, None, None
@@ -204,11 +207,18 @@ def load_logged_pipeline(text: str, extra_modules: Sequence[str] = ()) -> Pipeli
 
 
 def check_embedders_match(embedder: EmbedderSettings) -> None:
-    """Index and query vectors must come from the model the run records (models.embedder.model)."""
-    expected = resolve_model(embedder.model)
-    for side in ("document", "text"):
-        if str(getattr(embedder, side)["model"]) != expected:
+    """Index and query vectors must come from the model the run records (models.embedder.model, and for an
+    endpoint models.embedder.query_model)."""
+    if embedder.endpoint is not None:
+        expected = {"document": embedder.model, "text": embedder.query_model or embedder.model}
+        named = {"document": "models.embedder.model", "text": "models.embedder.query_model"}
+    else:
+        path = resolve_model(embedder.model)
+        expected = {"document": path, "text": path}
+        named = {side: "models.embedder.model (${model_path:${models.embedder.model}})" for side in expected}
+    for side, model in expected.items():
+        if str(getattr(embedder, side)["model"]) != model:
             raise ConfigError(
-                f"config key 'models.embedder.{side}.model': must be the model named by models.embedder.model "
-                f"(${{model_path:${{models.embedder.model}}}}); set models.embedder.model instead"
+                f"config key 'models.embedder.{side}.model': must be the model named by {named[side]}; "
+                f"set that instead"
             )

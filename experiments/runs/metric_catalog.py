@@ -14,6 +14,7 @@ from experiments.evaluation import (
     answer_metrics,
     context_metrics,
     cost_metrics,
+    degradation,
     diagnosis,
     evaluate,
     grading_metrics,
@@ -31,6 +32,7 @@ from experiments.runs import job_metrics
 DECLARING_MODULES = (
     metrics,
     relevance,
+    degradation,
     context_metrics,
     answer_metrics,
     judge,

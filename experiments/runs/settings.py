@@ -88,6 +88,15 @@ class FusionSettings:
 
 
 @dataclass
+class PathSettings:
+    # Seconds this path (its query embedder included) may take per request; one that takes longer, or fails, is
+    # dropped for that request and fusion ranks the other paths (the reply's `degraded`). null: no limit, so only
+    # a failure drops it. A timeout runs the path in a worker thread, and an endpoint's own `timeout` already
+    # bounds a remote embedder, so no path has one by default.
+    timeout_s: float | None = None
+
+
+@dataclass
 class RetrieverSettings:
     # Final number of retrieved chunks.
     top_k: int = 20
@@ -101,10 +110,16 @@ class RetrieverSettings:
     filter_policy: FilterPolicy = FilterPolicy.merge
     bm25: Bm25Settings = field(default_factory=Bm25Settings)
     fusion: FusionSettings = field(default_factory=FusionSettings)
+    # Per retrieval path of a hybrid (bm25, dense): e.g. retriever.paths.dense.timeout_s=2. A path that fails or
+    # times out is dropped for the request; when every path fails, the request fails.
+    paths: dict[str, PathSettings] = field(default_factory=lambda: {"bm25": PathSettings(), "dense": PathSettings()})
 
     def check(self) -> None:
         require(self.top_k > 0, "retriever.top_k", "must be > 0")
         require(self.candidates > 0, "retriever.candidates", "must be > 0")
+        for name, path in self.paths.items():
+            require(path.timeout_s is None or path.timeout_s > 0, f"retriever.paths.{name}.timeout_s",
+                    "must be null or > 0")
 
 
 @dataclass

@@ -20,8 +20,8 @@ from pipelines.index.snapshot import INDEX_FORMAT
 from pipelines.index.spec import DOCUMENT_EMBEDDER
 
 PROJECT_PACKAGES = {"components", "pipelines"}
-# Settings that change how fast an index is built, not what it contains.
-NOT_CONTENT = {"cache_dir", "progress_bar", "batch_size"}
+# Settings that change how fast an index is built (or how long a remote embedder is waited for), not what it contains.
+NOT_CONTENT = {"cache_dir", "progress_bar", "batch_size", "timeout", "max_retries"}
 
 
 def index_fingerprint(

@@ -95,7 +95,9 @@ async def answer(
             record.finish(status, reply)
     if reason is not None:
         raise HTTPException(status, reason)
-    if cache is not None and key is not None:  # a whole answer only: errors, timeouts and hang-ups raised above
+    metrics.degraded(reply.get("degraded") or [])
+    # A whole answer only: errors, timeouts and hang-ups raised above, and a degraded one would outlive the outage.
+    if cache is not None and key is not None and not reply.get("degraded"):
         cache.put(key, reply)
     if shadow is not None and not shadow.offer(ShadowJob(question, turns, scoped, principal, request_id)):
         metrics.shadow_shed()

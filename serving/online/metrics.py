@@ -59,6 +59,10 @@ class ServerMetrics:
             "ragtune_shadow_shed", "Requests not shadowed: every shadow thread was busy (or not loaded yet)",
             registry=self.registry,
         )
+        self._degraded = Counter(
+            "ragtune_degraded", "Requests answered without a retrieval path that failed or timed out, by path",
+            ["path"], registry=self.registry,
+        )
         self.registry.register(TraceCounts(traces))
         if cache is not None:
             self.registry.register(CacheCounts(cache))
@@ -69,6 +73,11 @@ class ServerMetrics:
         self._latency.labels(stage=TOTAL).observe(seconds)
         for stage, ms in (stages_ms or {}).items():
             self._latency.labels(stage=stage).observe(ms / 1000)
+
+    def degraded(self, paths: list[str]) -> None:
+        """A reply built without these paths (the pipeline's own path names, never a request's)."""
+        for path in paths:
+            self._degraded.labels(path=path).inc()
 
     def refused(self, status: int, request: Request) -> None:
         """A refused request, by its route: the app's own paths are the only ones kept as a label."""

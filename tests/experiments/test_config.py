@@ -64,8 +64,9 @@ def test_the_advanced_pipeline_builds_with_its_slots(rewriter, answer, tmp_path)
     assert set(built.inputs) == {"question", "history", "filters"}
     assert [str(s) for s in built.inputs["question"]] == ["rewriter.question"]
     graph = built.pipeline.graph
-    # every former receiver of the question now hangs off the rewriter, the answer stage's included
-    for receiver in ("bm25", "query_embedder", "fusion", "reranker", "compressor", "answer"):
+    # every former receiver of the question now hangs off the rewriter, the answer stage's included (the dense path
+    # takes it for the query embedder it runs inside its guard)
+    for receiver in ("bm25", "dense", "fusion", "reranker", "compressor", "answer"):
         assert graph.has_edge("rewriter", receiver), receiver
     assert built.context_output.component == "compressor" and graph.has_edge("expand", "compressor")
     assert graph.has_edge("context_window", "expand")  # ingest.expand's slot, a pass-through but for sentence_window
@@ -231,7 +232,7 @@ def test_overrides_reach_the_components(tmp_path):
     fusion = built.pipeline.get_component("fusion").to_dict()["init_parameters"]
     assert fusion["top_k"] == 7 and fusion["rrf_k"] == 10
     assert fusion["path_languages"] == {"dense": ["en", "zh"]}  # e5, the offline default, serves both
-    assert built.pipeline.get_component("bm25").to_dict()["init_parameters"]["k1"] == 1.2
+    assert built.pipeline.get_component("bm25").retriever.to_dict()["init_parameters"]["k1"] == 1.2  # in its guard
 
 
 @pytest.mark.parametrize(

@@ -80,15 +80,15 @@ class TestRrf:
         joiner = RankFusionJoiner(paths=["bm25", "dense"], top_k=2)
         assert len(joiner.run(bm25=BM25, dense=DENSE)["documents"]) == 2
         assert len(joiner.run(bm25=BM25, dense=DENSE, top_k=4)["documents"]) == 4
-        assert joiner.run(bm25=BM25, dense=DENSE, top_k=0) == {"documents": []}
+        assert joiner.run(bm25=BM25, dense=DENSE, top_k=0) == {"documents": [], "degraded": []}
         with pytest.raises(ValueError, match="top_k"):
             joiner.run(bm25=BM25, top_k=-1)
 
     def test_missing_and_empty_paths(self):
         joiner = RankFusionJoiner(paths=["bm25", "dense"])
         assert _ids(joiner.run(bm25=BM25)) == ["a", "b", "c", "d", "e"]
-        assert joiner.run() == {"documents": []}
-        assert joiner.run(bm25=[], dense=[]) == {"documents": []}
+        assert joiner.run() == {"documents": [], "degraded": []}
+        assert joiner.run(bm25=[], dense=[]) == {"documents": [], "degraded": []}
 
 
 class TestMinScores:
@@ -104,7 +104,7 @@ class TestMinScores:
 
     def test_documents_without_score_fail_a_minimum(self):
         unscored = [Document(id="u", content="u")]
-        assert RankFusionJoiner(paths=["p"], min_scores={"p": 0.0}).run(p=unscored) == {"documents": []}
+        assert RankFusionJoiner(paths=["p"], min_scores={"p": 0.0}).run(p=unscored) == {"documents": [], "degraded": []}
         assert _ids(RankFusionJoiner(paths=["p"]).run(p=unscored)) == ["u"]
 
 
@@ -206,7 +206,7 @@ class TestDelegatedModes:
 class TestSocketsAndSerialisation:
     def test_one_optional_socket_per_path(self):
         sockets = input_sockets(RankFusionJoiner(paths=["bm25", "dense"]))
-        assert set(sockets) == {"bm25", "dense", "query", "top_k"}
+        assert set(sockets) == {"bm25", "dense", "query", "top_k", "degraded"}
         assert sockets["bm25"].type == list[Document] and sockets["bm25"].default_value == []
         assert not any(socket.is_mandatory for socket in sockets.values())
 
@@ -243,7 +243,7 @@ class TestSocketsAndSerialisation:
         }
         clone = RankFusionJoiner.from_dict(data)
         assert clone.to_dict() == data
-        assert set(input_sockets(clone)) == {"bm25", "dense", "query", "top_k"}
+        assert set(input_sockets(clone)) == {"bm25", "dense", "query", "top_k", "degraded"}
         assert _ids(clone.run(bm25=BM25, dense=DENSE)) == _ids(joiner.run(bm25=BM25, dense=DENSE))
 
     def test_to_dict_with_defaults(self):
@@ -327,3 +327,21 @@ class TestValidation:
     def test_unknown_path_at_run_time(self):
         with pytest.raises(ValueError, match="sparse"):
             RankFusionJoiner(paths=["bm25"]).run(sparse=BM25)
+
+
+class TestDegradedPaths:
+    def test_fusion_ranks_the_paths_that_answered_and_names_those_that_failed(self):
+        joiner = RankFusionJoiner(paths=["bm25", "dense"])
+        bm25 = _docs(("a", 3.0), ("b", 1.0))
+        result = joiner.run(bm25=bm25, degraded=[[], ["dense"]])
+        assert _ids(result) == _ids(joiner.run(bm25=bm25)) == ["a", "b"]
+        assert result["degraded"] == ["dense"]
+        assert joiner.run(bm25=bm25)["degraded"] == []
+
+    def test_when_every_path_failed_the_request_fails(self):
+        with pytest.raises(RuntimeError, match="every retrieval path failed for this request: bm25, dense"):
+            RankFusionJoiner(paths=["bm25", "dense"]).run(degraded=[["bm25"], ["dense"]])
+
+    def test_an_unknown_failed_path_is_refused(self):
+        with pytest.raises(ValueError, match=r"unknown paths \['web'\]"):
+            RankFusionJoiner(paths=["bm25", "dense"]).run(degraded=[["web"]])
