@@ -141,6 +141,15 @@ def reads_embeddings(spec: PipelineSpec | Mapping[str, Any], key: str = "pipelin
     return False
 
 
+def uses_components(spec: PipelineSpec | Mapping[str, Any], prefix: str, key: str = "pipeline") -> bool:
+    """Whether a component of the pipeline (or of a subpipeline) is a class under the import path `prefix`."""
+    spec = to_container(spec, key)
+    if any(uses_components(sub, prefix, f"{key}.subpipelines.{name}") for name, sub in _subpipelines(spec, key).items()):
+        return True
+    components = (spec.get("components") or {}).values()
+    return any(isinstance(cfg, Mapping) and str(cfg.get("_target_", "")).startswith(prefix) for cfg in components)
+
+
 def _subpipelines(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
     """`subpipelines`: name -> a pipeline spec, built before the components, which take it as `@pipeline.<name>`."""
     subpipelines = spec.get("subpipelines") or {}

@@ -17,6 +17,7 @@ from haystack.dataclasses import StreamingChunk, ToolCallResult
 from haystack.tracing import Tracer
 
 from components.agents.agent_answer import FINAL_ANSWER
+from components.retrievers.retrieval import stored_rows
 from experiments.evaluation.grading_metrics import grading_record
 from experiments.runs.indexed import IndexedPipeline, prepare_pipeline
 from pipelines.access import IndexAccess
@@ -54,7 +55,8 @@ class ServedPipeline:
         indexed.index()
         indexed.warm_up()
         if not indexed.server_side:
-            metas = ((d.meta.get("doc_id", d.id), d.meta) for d in indexed.store.filter_documents())
+            # The chunks without their vectors: the store's own rows, never a Python list of floats per chunk.
+            metas = ((d.meta.get("doc_id", d.id), d.meta) for d in stored_rows(indexed.store).documents)
             access = IndexAccess.of(metas, access.meta_file if access else None)
         elif access is None:
             raise PromotionError(

@@ -19,7 +19,7 @@ from haystack.document_stores.types import DocumentStore
 
 from components.embedders.e5_document_embedder import E5DocumentEmbedder
 from components.embedders.e5_text_embedder import E5TextEmbedder
-from components.retrievers.retrieval import check_top_k
+from components.retrievers.retrieval import check_top_k, stored_rows
 
 # A stored vector this close to a fresh e5 passage vector of the same chunk was made by the same model.
 SAME_MODEL_COSINE = 0.999
@@ -81,20 +81,20 @@ class E5Reranker:
         self._passages.warm_up()
         if self.document_store is None or self._store_checked:
             return
-        if not isinstance(self.document_store, InMemoryDocumentStore):
+        if not isinstance(self.document_store, InMemoryDocumentStore) and not hasattr(self.document_store, "stored_rows"):
             # A server's collection (store=weaviate) is never read whole: candidates are embedded on first sight
             # and kept under index_dir, as for an index of another model.
             self._store_checked = True
             self._vectors.update(self._saved_vectors())
             return
-        indexed = self.document_store.filter_documents()
-        if not indexed:
+        rows = stored_rows(self.document_store)
+        if not rows.documents:
             return  # not filled yet: look again at the next warm-up
         # Checked once: reading the whole store again per question would cost more than it saves.
         self._store_checked = True
-        stored = [doc for doc in indexed if doc.embedding is not None]
-        if stored and self._same_model(stored[0]):
-            self._vectors = {doc.id: _unit(doc.embedding) for doc in stored}
+        matrix = rows.embeddings
+        if matrix is not None and self._same_model(replace(rows.documents[0], embedding=matrix[0].tolist())):
+            self._vectors = {doc.id: _unit(row) for doc, row in zip(rows.documents, matrix, strict=True)}
             self.reused_store_vectors = True
         else:
             self._vectors.update(self._saved_vectors())

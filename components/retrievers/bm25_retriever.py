@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ from tqdm import tqdm
 
 from components.common.text import Tokenizer
 from components.retrievers.bm25_scores import BM25Scores
-from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks
+from components.retrievers.document_masks import DocumentMasks
 from components.retrievers.retrieval import (
     check_document_store,
     check_top_k,
     effective_filters,
     filter_policy_of,
+    stored_rows,
     top_indices,
 )
 
@@ -32,13 +34,13 @@ PROGRESS_MIN_DOCS = 5000
 DOC_IDS_FILE = "doc_ids.json"
 
 
-def corpus_digest(documents: list[Document]) -> str:
+def corpus_digest(ids: Sequence[str], contents: Sequence[str]) -> str:
     """Hash ids and contents, so a cached index is reused only for exactly the same corpus."""
     digest = hashlib.blake2b(digest_size=16)
-    for doc in documents:
-        digest.update(doc.id.encode("utf-8"))
+    for doc_id, content in zip(ids, contents, strict=True):
+        digest.update(doc_id.encode("utf-8"))
         digest.update(b"\x00")
-        digest.update((doc.content or "").encode("utf-8"))
+        digest.update(content.encode("utf-8"))
         digest.update(b"\x01")
     return digest.hexdigest()
 
@@ -107,7 +109,7 @@ class BM25sRetriever:
         self.filter_policy = filter_policy_of(filter_policy, filters)
         self.filters = filters
         self._tokenizer = Tokenizer(language=language, stopwords=stopwords)
-        self._documents: list[Document] = []
+        self._documents: Sequence[Document] = []
         self._scores: BM25Scores | None = None
         self._masks = DocumentMasks([])
         self._is_warmed_up = False
@@ -116,40 +118,42 @@ class BM25sRetriever:
         """Read the store and build (or load from `index_dir`) the BM25 index; later calls do nothing."""
         if self._is_warmed_up:
             return
-        # Embeddings are never needed here; dropping them keeps memory and traces small.
-        documents = [
-            replace(doc, embedding=None)
-            for doc in sorted(self.document_store.filter_documents(), key=lambda doc: doc.id)
-        ]
+        rows = stored_rows(self.document_store)
+        documents = rows.documents
+        # One pass over the documents (a store may decode each one as it is read), then only their texts.
+        ids, contents = [], []
+        for doc in documents:
+            ids.append(doc.id)
+            contents.append(doc.content or "")
         if self.index_dir is None:
-            bm25 = self._build(documents)
+            bm25 = self._build(contents)
         else:
-            bm25 = self._load_or_build(documents, Path(self.index_dir))
+            bm25 = self._load_or_build(ids, contents, Path(self.index_dir))
         self._scores = None if bm25 is None else BM25Scores(bm25)
         self._documents = documents
-        self._masks = DocumentMasks(documents, ACCESS_FIELDS)
+        self._masks = rows.masks
         self._is_warmed_up = True
 
-    def _build(self, documents: list[Document]) -> bm25s.BM25 | None:
-        """Tokenise and index `documents`; None when they hold no term at all (every query then returns [])."""
-        contents = (doc.content or "" for doc in documents)
+    def _build(self, contents: list[str]) -> bm25s.BM25 | None:
+        """Tokenise and index the documents' `contents`; None when they hold no term at all (every query then
+        returns [])."""
         corpus_tokens = self._tokenizer.tokenize_many(
             tqdm(
                 contents,
-                total=len(documents),
+                total=len(contents),
                 desc="BM25 tokenise",
-                disable=len(documents) <= PROGRESS_MIN_DOCS,
+                disable=len(contents) <= PROGRESS_MIN_DOCS,
             )
         )
         if not any(corpus_tokens):
-            logger.warning("BM25sRetriever found no terms in {count} documents", count=len(documents))
+            logger.warning("BM25sRetriever found no terms in {count} documents", count=len(contents))
             return None
-        logger.info("BM25sRetriever indexing {count} documents", count=len(documents))
+        logger.info("BM25sRetriever indexing {count} documents", count=len(contents))
         bm25 = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         bm25.index(corpus_tokens, show_progress=False)
         return bm25
 
-    def _cache_key(self, documents: list[Document]) -> str:
+    def _cache_key(self, ids: list[str], contents: list[str]) -> str:
         """Name the cached index after everything that changes its content."""
         settings = {
             "k1": self.k1,
@@ -157,18 +161,17 @@ class BM25sRetriever:
             "method": self.method,
             "tokenizer": self._tokenizer.identity(),
             "bm25s": bm25s.__version__,
-            "count": len(documents),
-            "corpus": corpus_digest(documents),
+            "count": len(ids),
+            "corpus": corpus_digest(ids, contents),
         }
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:20]
 
-    def _load_or_build(self, documents: list[Document], index_dir: Path) -> bm25s.BM25 | None:
+    def _load_or_build(self, doc_ids: list[str], contents: list[str], index_dir: Path) -> bm25s.BM25 | None:
         """Load the cached index for this corpus and these settings, or build and publish it atomically."""
-        target = index_dir / f"bm25s-{self._cache_key(documents)}"
-        doc_ids = [doc.id for doc in documents]
+        target = index_dir / f"bm25s-{self._cache_key(doc_ids, contents)}"
         if target.exists():
             return self._load(target, doc_ids)
-        bm25 = self._build(documents)
+        bm25 = self._build(contents)
         index_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".bm25s-tmp-", dir=index_dir))
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,8 +67,17 @@ def field_value(document: Document, field: str) -> Any:
     parts = field.split(".")
     if parts[0] != "meta":
         return getattr(document, field, None)
-    value: Any = document.meta
-    for part in parts[1:]:
+    return _walk(document.meta, parts[1:])
+
+
+def record_value(record: dict[str, Any], field: str) -> Any:
+    """`field_value` of a document's `to_dict()` record, read without making the Document."""
+    parts = field.split(".")
+    return record.get(field) if parts[0] != "meta" else _walk(record.get("meta"), parts[1:])
+
+
+def _walk(value: Any, parts: list[str]) -> Any:
+    for part in parts:
         value = value.get(part) if isinstance(value, dict) else None
     return value
 
@@ -76,17 +85,17 @@ def field_value(document: Document, field: str) -> Any:
 class FieldIndex:
     """Positions of the documents holding each distinct value of one field (each element, for a list value)."""
 
-    def __init__(self, documents: list[Document], field: str) -> None:
+    def __init__(self, values: Sequence[Any]) -> None:
+        """`values`: the field's value of each document, by position."""
         positions: dict[Hashable, list[int]] = {}
         unhashable: list[int] = []
-        for position, document in enumerate(documents):
-            value = field_value(document, field)
+        for position, value in enumerate(values):
             for element in value if isinstance(value, (list, tuple)) else [value]:
                 try:
                     positions.setdefault(element, []).append(position)
                 except TypeError:  # a dict or nested list: only the per-document path can compare it
                     unhashable.append(position)
-        self.size = len(documents)
+        self.size = len(values)
         # A value held by many documents (`acl` missing, a big tenant) is kept as a mask: copying it is cheaper than
         # scattering its positions. At most DENSE_SHARE**-1 values per field can be that common.
         self.masks: dict[Hashable, np.ndarray] = {}
@@ -112,9 +121,20 @@ class FieldIndex:
 class DocumentMasks:
     """Which of `documents` match a filter, as a read-only boolean array."""
 
-    def __init__(self, documents: list[Document], indexed_fields: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        indexed_fields: Iterable[str] = (),
+        values: Mapping[str, Sequence[Any]] | None = None,
+    ) -> None:
+        """`indexed_fields` are indexed now and kept; `values` may hold their values by position where the caller
+        read them already (a snapshot's records), so the documents are not read again for them."""
         self._documents = documents
-        self._pinned = {field: FieldIndex(documents, field) for field in indexed_fields}
+        given = values or {}
+        self._pinned = {
+            field: FieldIndex(given[field] if field in given else [field_value(d, field) for d in documents])
+            for field in indexed_fields
+        }
         self._fields: OrderedDict[str, FieldIndex] = OrderedDict()
         self._ranges: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -148,7 +168,7 @@ class DocumentMasks:
             if field in self._fields:
                 self._fields.move_to_end(field)
             else:
-                self._fields[field] = FieldIndex(self._documents, field)
+                self._fields[field] = FieldIndex([field_value(d, field) for d in self._documents])
                 if len(self._fields) > MAX_CACHED_FIELDS:
                     self._fields.popitem(last=False)
             return self._fields[field]

@@ -1,5 +1,7 @@
-"""Dense retrieval from one contiguous float32 matrix built once from any Haystack DocumentStore."""
+"""Dense retrieval from one float32 matrix, the store's own (mapped from the snapshot) or built once from any
+Haystack DocumentStore."""
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -7,12 +9,13 @@ import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.document_stores.types import DocumentStore, FilterPolicy
 
-from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks
+from components.retrievers.document_masks import DocumentMasks
 from components.retrievers.retrieval import (
     check_document_store,
     check_top_k,
     effective_filters,
     filter_policy_of,
+    stored_rows,
     top_indices,
 )
 
@@ -25,7 +28,7 @@ class MatrixEmbeddingRetriever:
     Exact nearest-neighbour retrieval with one matrix-vector product per query.
 
     Haystack's InMemoryEmbeddingRetriever rebuilds a numpy array from every document's Python list on each
-    query (~440 ms at 30k documents); this builds the matrix once in `warm_up()`, so a query at 100k x 384
+    query (~440 ms at 30k documents); this takes the matrix once in `warm_up()`, so a query at 100k x 384
     costs a few milliseconds. Scores are the raw cosine similarity (or dot product), as in Haystack with
     `scale_score=False`.
 
@@ -62,45 +65,31 @@ class MatrixEmbeddingRetriever:
         self.similarity = similarity
         self.filter_policy = filter_policy_of(filter_policy, filters)
         self.filters = filters
-        self._documents: list[Document] = []
+        self._documents: Sequence[Document] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._row_scale: np.ndarray | None = None  # cosine: 1 / each row's norm
         self._masks = DocumentMasks([])
         self._is_warmed_up = False
 
     def warm_up(self) -> None:
-        """Read the store and stack its embeddings into one matrix (rows L2-normalised for cosine)."""
+        """Take the store's documents and their matrix (mapped from the snapshot when the store maps one) and,
+        for cosine, the inverse of each row's norm: the matrix itself is never copied."""
         if self._is_warmed_up:
             return
-        documents = sorted(self.document_store.filter_documents(), key=lambda doc: doc.id)
-        self._matrix = self._stack_embeddings(documents)
-        # The matrix holds the vectors; dropping the per-document lists keeps memory and traces small.
-        self._documents = [replace(doc, embedding=None) for doc in documents]
-        self._masks = DocumentMasks(self._documents, ACCESS_FIELDS)
-        self._is_warmed_up = True
-
-    def _stack_embeddings(self, documents: list[Document]) -> np.ndarray:
-        """Build the (documents x dimension) float32 matrix, naming the first document that cannot fit."""
-        if not documents:
-            return np.zeros((0, 0), dtype=np.float32)
-        dimension = None
-        for doc in documents:
-            if doc.embedding is None:
-                raise ValueError(
-                    f"Document {doc.id!r} has no embedding; embed every document before indexing "
-                    "(and make sure the document store returns embeddings)"
-                )
-            if dimension is None:
-                dimension = len(doc.embedding)
-            elif len(doc.embedding) != dimension:
-                raise ValueError(
-                    f"Document {doc.id!r} has an embedding of dimension {len(doc.embedding)}, "
-                    f"the documents before it have dimension {dimension}"
-                )
-        matrix = np.asarray([doc.embedding for doc in documents], dtype=np.float32)
+        rows = stored_rows(self.document_store)
+        if rows.unembedded is not None or (rows.embeddings is None and rows.documents):
+            first = rows.unembedded or rows.documents[0].id
+            raise ValueError(
+                f"Document {first!r} has no embedding; embed every document before indexing "
+                "(and make sure the document store returns embeddings)"
+            )
+        self._matrix = rows.embeddings if rows.embeddings is not None else np.zeros((0, 0), dtype=np.float32)
         if self.similarity == "cosine":
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            matrix /= np.where(norms == 0.0, 1.0, norms)
-        return np.ascontiguousarray(matrix)
+            norms = np.sqrt(np.einsum("ij,ij->i", self._matrix, self._matrix, dtype=np.float32))
+            self._row_scale = (1.0 / np.where(norms == 0.0, 1.0, norms)).astype(np.float32)
+        self._documents = rows.documents
+        self._masks = rows.masks
+        self._is_warmed_up = True
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component; the store is serialised with its own `to_dict()`."""
@@ -150,6 +139,8 @@ class MatrixEmbeddingRetriever:
             if norm:
                 query /= norm
         scores = self._matrix @ query
+        if self._row_scale is not None:
+            scores *= self._row_scale
         filters = effective_filters(self.filter_policy, self.filters, filters)
         if filters:
             scores[~self._masks.mask(filters)] = -np.inf

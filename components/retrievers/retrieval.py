@@ -1,12 +1,54 @@
 """Pieces both retrievers share: argument checks, the filter policy and top-k selection over a score array."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from haystack.document_stores.types import FilterPolicy
+from haystack import Document
+from haystack.document_stores.types import DocumentStore, FilterPolicy
 
-from components.retrievers.document_masks import check_filters
+from components.retrievers.document_masks import ACCESS_FIELDS, DocumentMasks, check_filters
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """What the retrievers search: a store's documents in id order (ties go to the lower id), without vectors,
+    their vectors as one (documents x dimension) matrix aligned with them (None when none has one), and masks
+    over them for filters."""
+
+    documents: Sequence[Document]
+    embeddings: np.ndarray | None
+    masks: DocumentMasks
+    unembedded: str | None = None  # the first document without a vector, when others have one
+
+
+def stored_rows(document_store: DocumentStore) -> StoredRows:
+    """The store's own rows when it keeps them (pipelines/index/compact_store.py: shared by every retriever over
+    it, mapped from the snapshot), else read from `filter_documents()` and stacked here."""
+    own = getattr(document_store, "stored_rows", None)
+    if callable(own):
+        return own()
+    stored = sorted(document_store.filter_documents(), key=lambda doc: doc.id)
+    matrix, unembedded = stack_vectors([doc.id for doc in stored], [doc.embedding for doc in stored])
+    documents = [replace(doc, embedding=None) for doc in stored]
+    return StoredRows(documents, matrix, DocumentMasks(documents, ACCESS_FIELDS), unembedded)
+
+
+def stack_vectors(ids: Sequence[str], vectors: Sequence[Any]) -> tuple[np.ndarray | None, str | None]:
+    """The vectors as one float32 matrix and None, or None and the first id without a vector when some have one
+    (None, None when none has); a vector of another dimension than those before it fails, naming its document."""
+    missing = next((doc_id for doc_id, vector in zip(ids, vectors, strict=True) if vector is None), None)
+    if missing is not None or not vectors:
+        return None, missing if any(vector is not None for vector in vectors) else None
+    dimension = len(vectors[0])
+    for doc_id, vector in zip(ids, vectors, strict=True):
+        if len(vector) != dimension:
+            raise ValueError(
+                f"Document {doc_id!r} has an embedding of dimension {len(vector)}, "
+                f"the documents before it have dimension {dimension}"
+            )
+    return np.asarray(vectors, dtype=np.float32), None
 
 
 def check_document_store(document_store: Any) -> None:

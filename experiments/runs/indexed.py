@@ -18,12 +18,19 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DocumentStore
 
 from components.joiners.rank_fusion_joiner import RankFusionJoiner
+from components.retrievers.retrieval import stored_rows
 from experiments.datasets import Dataset, load_dataset
 from experiments.runs.identities import model_identities
 from experiments.runs.model_settings import EmbedderSettings
 from experiments.runs.run_settings import RunSettings
-from experiments.runs.settings import FusionFitMode, IngestSettings, StoreSettings, WeaviateStore
-from pipelines.builder import build_pipeline, reads_embeddings
+from experiments.runs.settings import (
+    FusionFitMode,
+    IngestSettings,
+    InMemoryStore,
+    StoreSettings,
+    WeaviateStore,
+)
+from pipelines.builder import build_pipeline, reads_embeddings, uses_components
 from pipelines.built import BuiltPipeline
 from pipelines.errors import ConfigError
 from pipelines.fusion_fit import FusionFit, FusionFitError, fit_fusion
@@ -42,8 +49,11 @@ from pipelines.instantiate import instantiate_component
 from pipelines.models import check_endpoint, embedder_identity, resolve_model
 from pipelines.spec import GOLDEN_INPUTS
 
-# Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too.
-PROJECT_MODULES = ("components",)
+HAYSTACK_RETRIEVERS = "haystack.components.retrievers.in_memory."
+HAYSTACK_STORE = "haystack.document_stores.in_memory.InMemoryDocumentStore"
+# Haystack 3.4 deserialises only allowlisted modules (haystack, haystack_integrations, ...); ours are trusted too:
+# our components and the store `store=in_memory` gives them.
+PROJECT_MODULES = ("components", "pipelines.index.compact_store")
 
 
 def _wrapped_parts(instance: Any) -> tuple[Any, ...]:
@@ -109,7 +119,7 @@ class IndexedPipeline:
                               f"has {len(fusions)}")
         start = time.perf_counter()
         try:
-            self.fit = fit_fusion(self.query.pipeline, fusions[0], self.store.filter_documents(), self.index_dir,
+            self.fit = fit_fusion(self.query.pipeline, fusions[0], stored_rows(self.store).documents, self.index_dir,
                                   self.fusion_fit, write=self.spec is not None)
         except FusionFitError as e:
             raise ConfigError(str(e)) from None
@@ -152,7 +162,7 @@ def prepare_pipeline(
     else:
         fingerprint, cache_dir = snapshot_fingerprint(snapshot), snapshot.parent
     store: DocumentStore = instantiate_component(
-        {k: v for k, v in dataclasses.asdict(settings.store).items() if k != "kind"},
+        store_spec(settings),
         "store",
         # A promoted run's collection exists already: the language would only shape a new one's schema.
         {"fingerprint": fingerprint, "language": dataset.language if dataset else "mixed"},
@@ -166,6 +176,15 @@ def prepare_pipeline(
     return IndexedPipeline(
         dataset, store, parents, spec, fingerprint, cache_dir, query, models, backend, lineage, update, fit
     )
+
+
+def store_spec(settings: RunSettings) -> dict[str, Any]:
+    """The store's factory and settings; Haystack's own in-memory retrievers (`pipeline=bm25_haystack`, the
+    baseline) search only Haystack's InMemoryDocumentStore, which then holds the index instead of ours."""
+    spec = {k: v for k, v in dataclasses.asdict(settings.store).items() if k != "kind"}
+    if isinstance(settings.store, InMemoryStore) and uses_components(settings.pipeline, HAYSTACK_RETRIEVERS):
+        spec["_target_"] = HAYSTACK_STORE
+    return spec
 
 
 def index_backend(store: StoreSettings, ingest: IngestSettings) -> IndexBackend:

@@ -230,7 +230,8 @@ class StoreSettings:
 @dataclass
 class InMemoryStore(StoreSettings):
     kind: str = "in_memory"
-    _target_: str = "haystack.document_stores.in_memory.InMemoryDocumentStore"
+    # Chunks as compact records and vectors as one float32 matrix, mapped from the index snapshot.
+    _target_: str = "pipelines.index.compact_store.CompactDocumentStore"
     # How the dense path scores a chunk against the query.
     embedding_similarity_function: SimilarityFunction = SimilarityFunction.cosine
 

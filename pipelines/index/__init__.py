@@ -12,6 +12,9 @@ experiments/runs/indexed.py does this for every run. One job per module:
 - `build`: `build_index` and `LocalSnapshots`, the backend of `store=in_memory`;
 - `weaviate`: `WeaviateCollections`, the backend of `store=weaviate`, and the store's factory;
 - `snapshot`: the snapshot format (manifest, chunks, embeddings, ragtune's marker, temp folders);
+- `records`: chunks as JSON records in one buffer, decoded only when one is read;
+- `compact_store`: `CompactDocumentStore`, the store of `store=in_memory`: records and one vector matrix, mapped
+  from the snapshot;
 - `locking`: one builder per fingerprint across processes;
 - `update`: `ingest.update`, an incremental build from an earlier snapshot of the same lineage.
 """

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from haystack import Document
 from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 
+from components.retrievers.retrieval import stored_rows
 from pipelines.builder import build_pipeline
 from pipelines.index.backend import IndexInfo
 from pipelines.index.locking import exclusive_build
@@ -24,13 +26,17 @@ from pipelines.index.snapshot import (
     DamagedIndexError,
     discard,
     load_snapshot,
+    map_snapshot,
     read_parents,
-    read_snapshot,
     save_snapshot,
 )
 from pipelines.index.update import document_hashes, plan_update
 
 logger = logging.getLogger(__name__)
+REUSE_BATCH = 10_000  # chunks an incremental build takes from its base per write
+# Source documents ingested per pipeline run: their chunks' vectors are Python lists only until the store takes
+# them, so ingestion's memory is bounded by a batch, not by the corpus. Every ingestion step works per document.
+INGEST_BATCH = 500
 
 
 def build_index(
@@ -68,13 +74,13 @@ def build_index(
         if plan is not None:
             try:
                 base = cache_dir / plan.base
-                kept = [c for c in read_snapshot(base) if c.meta.get("doc_id") in plan.reused]
+                kept = map_snapshot(base)
                 kept_parents = [p for p in read_parents(base) if p.meta.get("doc_id") in plan.reused]
             except DamagedIndexError as e:
                 logger.warning("ingest.update: index %s is damaged (%s); building from scratch", plan.base, e)
                 plan = None
             else:
-                store.write_documents(kept, policy=DuplicatePolicy.OVERWRITE)
+                _write_reused(store, kept.documents, kept.embeddings, plan.reused)
                 if parents is not None:
                     parents.write_documents(kept_parents, policy=DuplicatePolicy.OVERWRITE)
                 documents = [doc for doc in documents if doc.id in plan.ingested]
@@ -83,12 +89,32 @@ def build_index(
             stores = {"store": store} | ({"parents": parents} if parents is not None else {})
             ingest = build_pipeline(spec, stores, key="ingest")
             ingest.warm_up()
-            ingest.run(documents=documents)
-        stored = sorted(store.filter_documents(), key=lambda chunk: chunk.id)
+            for begin in range(0, len(documents), INGEST_BATCH):
+                ingest.run(documents=documents[begin : begin + INGEST_BATCH])
+        rows = stored_rows(store)
         blocks = sorted(parents.filter_documents(), key=lambda block: block.id) if parents is not None else []
         manifest = {"fingerprint": fingerprint, "lineage": lineage, "documents": hashes}
-        save_snapshot(stored, path, manifest | ({"updated_from": plan.base} if plan else {}), blocks)
-    return IndexInfo(fingerprint, path, False, len(stored), time.perf_counter() - start, damage, plan)
+        updated = {"updated_from": plan.base} if plan else {}
+        save_snapshot(rows.documents, path, manifest | updated, blocks, rows.embeddings)
+        if callable(getattr(store, "map_snapshot", None)):
+            store.map_snapshot(
+                map_snapshot(path)
+            )  # served as a cached build serves it; ingestion's copy is freed
+    return IndexInfo(fingerprint, path, False, len(rows.documents), time.perf_counter() - start, damage, plan)
+
+
+def _write_reused(
+    store: DocumentStore, chunks: Sequence[Document], vectors: np.ndarray | None, reused: frozenset[str]
+) -> None:
+    """The chunks of `reused` documents with their vectors, a batch at a time: never all as Python lists."""
+    for begin in range(0, len(chunks), REUSE_BATCH):
+        batch = []
+        for position in range(begin, min(begin + REUSE_BATCH, len(chunks))):
+            chunk = chunks[position]
+            if chunk.meta.get("doc_id") in reused:
+                vector = None if vectors is None else vectors[position].tolist()
+                batch.append(replace(chunk, embedding=vector))
+        store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """The snapshot format: one folder per index fingerprint in the index cache, holding `manifest.json`,
-`chunks.jsonl` (chunks without vectors), `embeddings.npy` (one float32 matrix), ragtune's marker and, for an index
-with parent blocks (`ingest.parents`), `parents.jsonl`.
+`chunks.jsonl` (chunks without vectors, in id order), `embeddings.npy` (one float32 matrix, a row per chunk),
+ragtune's marker and, for an index with parent blocks (`ingest.parents`), `parents.jsonl`.
+
+A store that maps snapshots (pipelines/index/compact_store.py) serves both files in place (`map_snapshot`);
+any other Haystack store is written the chunks with their vectors.
 
 Snapshots are written to a temporary folder and renamed into place, so a killed run never leaves a half-written
 index that a later run trusts; a snapshot damaged after the fact fails to load with DamagedIndexError. Only
@@ -10,21 +13,24 @@ folders that ragtune wrote (its marker, or its manifest) are ever deleted.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from haystack import Document
 from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 
+from components.retrievers.document_masks import ACCESS_FIELDS, record_value
 from pipelines.errors import UserError
+from pipelines.index.records import RecordDocuments, record_of
 
 # 2: the manifest records chunk count, embeddings and creation time, which loading checks the files against.
 INDEX_FORMAT = 2
@@ -107,24 +113,38 @@ def _is_alive(pid: int) -> bool:
 
 
 def save_snapshot(
-    documents: list[Document], path: Path, manifest: dict[str, Any], parents: Sequence[Document] = ()
+    documents: Sequence[Document],
+    path: Path,
+    manifest: dict[str, Any],
+    parents: Sequence[Document] = (),
+    embeddings: np.ndarray | None = None,
 ) -> None:
-    """Writes chunks (JSONL), embeddings (one float32 matrix) and any `parents` (JSONL) into a temp folder, then
-    renames it into place.
+    """Writes chunks (JSONL, in id order), embeddings (one float32 matrix: `embeddings`, aligned with
+    `documents`, else the documents' own vectors) and any `parents` (JSONL) into a temp folder, then renames it
+    into place.
 
     The manifest records what the files must hold (chunk count, whether there are embeddings, the parent count
     when there are parents) so that loading can tell a damaged snapshot from a good one.
     """
+    # A store's own rows (RecordDocuments) are in id order already and written as they are held.
+    in_order = isinstance(documents, RecordDocuments)
+    order = list(range(len(documents))) if in_order else sorted(range(len(documents)), key=lambda i: documents[i].id)
+    if embeddings is None and documents and all(d.embedding is not None for d in documents):
+        embeddings = np.asarray([d.embedding for d in documents], dtype=np.float32)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-{os.getpid()}-", dir=path.parent))
     try:
         (tmp / MARKER).touch()  # first: a killed write leaves a folder that `remove_stale` knows is ragtune's
-        _write_documents(tmp / CHUNKS, documents)
+        if isinstance(documents, RecordDocuments):
+            _write_records(tmp / CHUNKS, documents.records())
+        else:
+            _write_records(tmp / CHUNKS, (record_of(documents[i]) for i in order))
         if parents:
-            _write_documents(tmp / PARENTS, parents)
-        embeds = bool(documents) and all(d.embedding is not None for d in documents)
+            _write_records(tmp / PARENTS, (record_of(block) for block in parents))
+        embeds = embeddings is not None and len(embeddings) > 0
         if embeds:
-            np.save(tmp / EMBEDDINGS, np.asarray([d.embedding for d in documents], dtype=np.float32))
+            ordered = embeddings if in_order or order == sorted(order) else embeddings[order]
+            np.save(tmp / EMBEDDINGS, np.asarray(ordered, dtype=np.float32))
         facts = {"chunks": len(documents), "embeddings": embeds, "created": time.time(), "format": INDEX_FORMAT}
         facts |= {"parents": len(parents)} if parents else {}
         (tmp / MANIFEST).write_text(json.dumps(manifest | facts, indent=2))
@@ -139,28 +159,82 @@ def save_snapshot(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write_documents(file: Path, documents: Sequence[Document]) -> None:
-    with file.open("w", encoding="utf-8") as f:
-        for doc in documents:
-            record = doc.to_dict(flatten=False)
-            record.pop("embedding", None)
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+def _write_records(file: Path, records: Iterable[bytes]) -> None:
+    with file.open("wb") as f:
+        for record in records:
+            f.write(record + b"\n")
 
 
 def load_snapshot(
     path: Path, store: DocumentStore, record_use: bool = True, parents: DocumentStore | None = None
 ) -> int:
-    """Writes the snapshot into `store`, and its parent blocks into `parents`, only once all of it has been read
-    and checked; records the use in the index cache (`record_use`), never in a promoted bundle, whose files stay
-    as registered."""
-    documents = read_snapshot(path)
-    blocks = read_parents(path)
-    store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    """Fills `store` from the snapshot, and `parents` with its parent blocks, only once all of it has been read
+    and checked: a store that maps snapshots (CompactDocumentStore) maps its files, any other is written the
+    chunks with their vectors. Records the use in the index cache (`record_use`), never in a promoted bundle,
+    whose files stay as registered."""
+    if callable(getattr(store, "map_snapshot", None)):
+        mapped = map_snapshot(path)
+        blocks = read_parents(path)
+        store.map_snapshot(mapped)
+        count = len(mapped.documents)
+    else:
+        chunks = read_snapshot(path)
+        blocks = read_parents(path)
+        store.write_documents(chunks, policy=DuplicatePolicy.OVERWRITE)
+        count = len(chunks)
     if parents is not None:
         parents.write_documents(blocks, policy=DuplicatePolicy.OVERWRITE)
     if record_use:
         (path / LAST_USED).touch()
-    return len(documents)
+    return count
+
+
+@dataclass(frozen=True)
+class MappedSnapshot:
+    """A snapshot served in place: its chunks decoded from the mapped `chunks.jsonl` on access, its matrix mapped
+    read-only (None without embeddings), and each chunk's value of every ACCESS_FIELDS field, read while checking
+    the file, so that scoping masks need no second pass."""
+
+    documents: RecordDocuments
+    embeddings: np.ndarray | None
+    access: dict[str, list[Any]]
+
+
+def map_snapshot(path: Path) -> MappedSnapshot:
+    """Every line is parsed once here, so a damaged file fails now, not mid-query."""
+    manifest = read_manifest(path)
+    file = path / CHUNKS
+    if not file.exists():
+        raise DamagedIndexError(f"{CHUNKS} is missing")
+    documents = RecordDocuments.of(_mapped_bytes(file))
+    if len(documents) != manifest["chunks"]:
+        raise DamagedIndexError(f"{CHUNKS} has {len(documents)} chunks, the manifest records {manifest['chunks']}")
+    access: dict[str, list[Any]] = {field: [] for field in ACCESS_FIELDS}
+    previous = None
+    for number, line in enumerate(documents.records(), start=1):
+        try:
+            record = json.loads(line)
+            doc_id = record["id"]
+        except (ValueError, TypeError, KeyError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise DamagedIndexError(f"{CHUNKS} line {number} is not a valid chunk") from None
+        if previous is not None and not previous < doc_id:
+            raise DamagedIndexError(f"{CHUNKS} line {number} is out of id order")
+        previous = doc_id
+        for field, values in access.items():
+            values.append(record_value(record, field))
+    embeddings = None
+    if manifest["embeddings"]:
+        embeddings = _read_embeddings(path / EMBEDDINGS, mmap_mode="r")
+        if len(embeddings) != len(documents):
+            raise DamagedIndexError(f"{EMBEDDINGS} has {len(embeddings)} rows for {len(documents)} chunks")
+    return MappedSnapshot(documents, None if embeddings is None else np.asarray(embeddings), access)
+
+
+def _mapped_bytes(file: Path) -> bytes | mmap.mmap:
+    if file.stat().st_size == 0:
+        return b""  # an empty file cannot be mapped
+    with file.open("rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def read_snapshot(path: Path) -> list[Document]:
@@ -223,11 +297,11 @@ def read_chunks(path: Path, name: str = CHUNKS) -> list[Document]:
     return documents
 
 
-def _read_embeddings(file: Path) -> np.ndarray:
+def _read_embeddings(file: Path, mmap_mode: Literal["r"] | None = None) -> np.ndarray:
     if not file.exists():
         raise DamagedIndexError(f"the manifest records embeddings but {EMBEDDINGS} is missing")
     try:
-        embeddings = np.load(file)
+        embeddings = np.load(file, mmap_mode=mmap_mode)
     except (ValueError, OSError, EOFError) as e:
         raise DamagedIndexError(f"{EMBEDDINGS} is unreadable: {e}") from None
     if embeddings.ndim != 2:

@@ -35,6 +35,16 @@ def test_prepare_builds_the_graph_and_plans_the_index_without_indexing(tmp_path)
     assert prepare_pipeline(validate(config("pipeline=bm25", f"paths.cache={tmp_path}", "ingest.update=true"))).update is True
 
 
+def test_the_shipped_store_is_compact_but_haystacks_own_retrievers_get_haystacks_store(tmp_path):
+    shipped = prepare_pipeline(validate(config("pipeline=bm25", f"paths.cache={tmp_path}")))
+    baseline = prepare_pipeline(validate(config("pipeline=bm25_haystack", f"paths.cache={tmp_path}")))
+    assert type(shipped.store).__name__ == "CompactDocumentStore"
+    assert type(baseline.store).__name__ == "InMemoryDocumentStore"  # InMemoryBM25Retriever searches no other
+    assert shipped.fingerprint == baseline.fingerprint  # the same index, held by another store
+    reloaded = load_logged_pipeline(shipped.query.pipeline.dumps())  # the logged pipeline.yaml names the store
+    assert type(reloaded.get_component("bm25").document_store).__name__ == "CompactDocumentStore"
+
+
 @pytest.mark.slow
 def test_the_logged_pipeline_yaml_reloads_and_answers_the_same(tmp_path):
     """What run.py logs as pipeline.yaml is the pipeline: Pipeline.loads gives the same documents and answers."""
