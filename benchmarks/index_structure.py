@@ -7,7 +7,7 @@
 A bigger context trivially covers more evidence, so every strategy gets the SAME context budgets. Sets: the demo
 (English and Chinese halves), HaluEval-200 when its index is cached for every strategy (`--halueval yes` builds
 it), and every doc set built under `<paths.cache>/doc_sets/`. Strategies: STRATEGIES, an `ingest=` option with its
-overrides over the default pipeline and models (`hybrid_rag`, e5, the span answerer); those whose option this tree
+overrides over the default pipeline and models (`hybrid_rag`, e5, the `by_type` answer); those whose option this tree
 lacks are left out. Per set and strategy:
 
 - the index, from the shared index cache or built there: its chunks, its snapshot's size on disk, and the time of
@@ -23,8 +23,8 @@ lacks are left out. Per set and strategy:
   cost across strategies. Widening a generous top k at once and packing that would merge low hits' windows into
   the best hit's place, where the cut falls;
 - per budget, `context/recall` (experiments/evaluation/context_metrics.py) and the mean tokens used; at
-  `--answer-budgets` (default 1000 only: the span answerer takes half a second a question on 2 idle cores, several
-  seconds on busy ones) the default answer stage, built from the config with a pass-through expand slot, answers
+  `--answer-budgets` (default 1000 only: the span answerer, which `by_type` runs for factoid questions, takes half a
+  second a question on 2 idle cores, several seconds on busy ones) the default answer stage, built from the config with a pass-through expand slot, answers
   from the packed context: answer F1 and the diagnosis's first broken layer (experiments/evaluation/diagnosis.py),
   whose `chunking` count is given;
 - paired bootstrap CIs (experiments/comparison/significance.py) of each strategy minus `recursive`, question by
@@ -33,8 +33,8 @@ lacks are left out. Per set and strategy:
 The default, by leave-one-set-out with benchmarks/defaults_loso.py's rule: per held-out set, the candidate with the
 best worst case over the other sets of its context recall relative to `recursive`'s, at the `--loso-budget`
 (ties: `recursive`), so `recursive` stays unless another strategy beats it on every other set. Context recall,
-not answer F1: every set has evidence to cover, not every set has reference answers, and the span answerer reads
-only the best two sentences of the context. Retrieval and per-question scores are cached under
+not answer F1: every set has evidence to cover, not every set has reference answers, and the offline answer reads
+only the best one or two sentences of the context. Retrieval and per-question scores are cached under
 `<paths.cache>/index_structure/`, so a rerun only computes what changed. The report names the date, the machine
 and the command, and is written by this command only.
 """
@@ -86,6 +86,9 @@ STRATEGIES: dict[str, list[str]] = {
     "recursive-300": ["ingest=recursive", "ingest.chunk_size=300"],
     "sentence_window": ["ingest=sentence_window"],
     "sentence_window-w1": ["ingest=sentence_window", "ingest.window=1"],
+    "semantic": ["ingest=semantic"],
+    "parent_child": ["ingest=parent_child"],
+    "hierarchical": ["ingest=hierarchical"],
 }
 BASELINE = "recursive"
 BUDGETS = (500, 1000, 2000)
@@ -644,7 +647,7 @@ def timing_section(
         "## Run time",
         "",
         "Seconds as measured when each result was first computed (cached results keep them). "
-        "Answering runs the span answerer once a question per answered budget.",
+        "Answering runs the default answer stage once a question per answered budget.",
         "",
         "| set | strategy | questions | retrieval (s) | answering, per budget (s) | scoring the rest (s) |",
         "|---|---|---:|---:|---:|---:|",
@@ -805,7 +808,7 @@ def report_lines(
         f"benchmarks/index_structure.py): {strategies}. Each question is retrieved once (`{PIPELINE}`, offline "
         f"models, the top {DEPTH}); per budget the answer stage's context is the strategy's widened top k hits for "
         "the smallest k that reaches the budget, packed best first and cut to it (a context holds at most the "
-        "budget, counted as `context/tokens` counts). The default answer stage (the span answerer) answers from "
+        "budget, counted as `context/tokens` counts). The default answer stage (`by_type`) answers from "
         f"it at {answered} tokens.",
         "",
         f"![Context recall against context tokens, one line per strategy]({figure})",
