@@ -1,6 +1,7 @@
 """CompactDocumentStore: Haystack's store contract, the retrievers' results equal over it and over Haystack's
 in-memory store, and a snapshot served by mapping its files."""
 
+import gc
 from dataclasses import replace
 
 import numpy as np
@@ -66,6 +67,21 @@ def test_store_contract_writes_filters_overwrites_and_deletes():
     store.delete_documents([docs[1].id, "unknown"])
     assert sorted(d.id for d in store.filter_documents()) == sorted(d.id for d in docs if d.id != docs[1].id)
     assert CompactDocumentStore.from_dict(store.to_dict()).to_dict() == store.to_dict()
+
+
+def test_to_dict_is_exact_and_stores_of_one_index_name_share_their_chunks_while_one_lives():
+    store = CompactDocumentStore(index="run-1")
+    assert store.to_dict() == {
+        "type": "pipelines.index.compact_store.CompactDocumentStore",
+        "init_parameters": {"embedding_similarity_function": "cosine", "index": "run-1"},
+    }
+    store.write_documents(documents())
+    again = CompactDocumentStore.from_dict(store.to_dict())  # a logged pipeline.yaml rebuilt in the same process
+    assert [d.id for d in again.filter_documents()] == [d.id for d in store.filter_documents()]
+    assert CompactDocumentStore().count_documents() == 0 and CompactDocumentStore().index != store.index
+    del store, again
+    gc.collect()
+    assert CompactDocumentStore(index="run-1").count_documents() == 0  # nothing kept once no store of it lives
 
 
 @pytest.mark.parametrize("mapped", [False, True])
