@@ -24,9 +24,9 @@ lacks are left out. Per set and strategy:
   the best hit's place, where the cut falls;
 - per budget, `context/recall` (experiments/evaluation/context_metrics.py) and the mean tokens used; at
   `--answer-budgets` (default 1000 only: the span answerer, which `by_type` runs for factoid questions, takes half a
-  second a question on 2 idle cores, several seconds on busy ones) the default answer stage, built from the config with a pass-through expand slot, answers
-  from the packed context: answer F1 and the diagnosis's first broken layer (experiments/evaluation/diagnosis.py),
-  whose `chunking` count is given;
+  second a question on 2 idle cores, several seconds on busy ones) the default answer stage, built from the config
+  with a pass-through expand slot, answers from the packed context: answer F1 and the diagnosis's first broken layer
+  (experiments/evaluation/diagnosis.py), whose `chunking` count is given;
 - paired bootstrap CIs (experiments/comparison/significance.py) of each strategy minus `recursive`, question by
   question, at the same budget.
 
@@ -798,7 +798,11 @@ def report_lines(
 ) -> list[str]:
     command_line = command("benchmarks.index_structure", argv, options=("--out", "--cache"))
     strategies = ", ".join(f"`{s}` ({' '.join(STRATEGIES[s])})" for s in args.strategies)
-    answered = ", ".join(map(str, args.answer_budgets)) or "no"
+    answered = (
+        f"The default answer stage (`by_type`) answers from it at {', '.join(map(str, args.answer_budgets))} tokens."
+        if args.answer_budgets
+        else "No answer stage ran (`--answer-budgets` named no budget), so this report has no answer F1."
+    )
     return [
         report_header(command_line),
         "",
@@ -808,8 +812,7 @@ def report_lines(
         f"benchmarks/index_structure.py): {strategies}. Each question is retrieved once (`{PIPELINE}`, offline "
         f"models, the top {DEPTH}); per budget the answer stage's context is the strategy's widened top k hits for "
         "the smallest k that reaches the budget, packed best first and cut to it (a context holds at most the "
-        "budget, counted as `context/tokens` counts). The default answer stage (`by_type`) answers from "
-        f"it at {answered} tokens.",
+        f"budget, counted as `context/tokens` counts). {answered}",
         "",
         f"![Context recall against context tokens, one line per strategy]({figure})",
         "",
