@@ -7,7 +7,8 @@ from typing import Any
 
 from haystack import Document, component, default_to_dict
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_component_inplace
+
+from components.common.wrapped import wrapped_init_parameters
 
 LABELS = ("correct", "ambiguous", "incorrect")
 GRADES = ("relevant", "ambiguous", "irrelevant")
@@ -76,10 +77,7 @@ class CRAGEvaluator:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CRAGEvaluator:
         """Deserialise the component, rebuilding the scorer from its type."""
-        params = dict(data["init_parameters"])
-        if params.get("scorer") is not None:
-            deserialize_component_inplace(params, key="scorer")
-        return cls(**params)
+        return cls(**wrapped_init_parameters(data, "scorer"))
 
     @component.output_types(label=str, documents=list[Document], graded=list[Document], query=str)
     def run(self, query: str, documents: list[Document]) -> dict[str, Any]:

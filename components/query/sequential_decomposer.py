@@ -6,10 +6,11 @@ from typing import Any
 
 from haystack import Document, component, default_to_dict, logging
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_chatgenerator_inplace, deserialize_component_inplace
+from haystack.utils import deserialize_chatgenerator_inplace
 
 from components.answer.json_reply import ask_json
 from components.common.text import detect_language
+from components.common.wrapped import wrapped_init_parameters
 from components.query.history_rewriter import shared_terms
 
 logger = logging.getLogger(__name__)
@@ -81,9 +82,8 @@ class SequentialDecomposer:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SequentialDecomposer:
         """Deserialise the component, rebuilding the generator and the retriever from their types."""
-        params = dict(data["init_parameters"])
+        params = wrapped_init_parameters(data, "retriever")
         deserialize_chatgenerator_inplace(params)
-        deserialize_component_inplace(params, key="retriever")
         return cls(**params)
 
     @component.output_types(queries=list[str], facts=list[str], fallback=bool)

@@ -8,7 +8,8 @@ from typing import Any
 
 from haystack import Document, component, default_to_dict
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_component_inplace
+
+from components.common.wrapped import wrapped_init_parameters
 
 NORMALISATIONS = ("none", "sigmoid", "minmax")
 DEFAULT_BANDS = {"high": 0.7, "medium": 0.4}
@@ -109,9 +110,7 @@ class CalibratedRanker:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CalibratedRanker:
         """Deserialise the component, rebuilding the wrapped ranker from its type."""
-        params = dict(data["init_parameters"])
-        deserialize_component_inplace(params, key="ranker")
-        return cls(**params)
+        return cls(**wrapped_init_parameters(data, "ranker"))
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, documents: list[Document], top_k: int | None = None) -> dict[str, list[Document]]:

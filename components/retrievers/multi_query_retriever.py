@@ -6,8 +6,8 @@ from typing import Any
 
 from haystack import Document, component, default_to_dict
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_component_inplace
 
+from components.common.wrapped import wrapped_init_parameters
 from components.query.history_rewriter import shared_terms
 
 
@@ -76,11 +76,7 @@ class MultiQueryRetriever:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiQueryRetriever:
         """Deserialise the component, rebuilding the wrapped parts from their types."""
-        params = dict(data["init_parameters"])
-        deserialize_component_inplace(params, key="retriever")
-        if params.get("query_embedder") is not None:
-            deserialize_component_inplace(params, key="query_embedder")
-        return cls(**params)
+        return cls(**wrapped_init_parameters(data, "retriever", "query_embedder"))
 
     @component.output_types(documents=list[Document], queries=list[str])
     def run(

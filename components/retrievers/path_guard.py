@@ -11,7 +11,8 @@ from typing import Any
 from haystack import Document, component, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.errors import FilterError
-from haystack.utils import deserialize_component_inplace
+
+from components.common.wrapped import wrapped_init_parameters
 
 logger = logging.getLogger(__name__)
 # The sockets the guard takes for itself: the embedder's text input, and what it gives fusion.
@@ -81,11 +82,7 @@ class PathGuard:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PathGuard:
         """Deserialise the component, rebuilding the wrapped parts from their types."""
-        params = dict(data["init_parameters"])
-        deserialize_component_inplace(params, key="retriever")
-        if params.get("query_embedder") is not None:
-            deserialize_component_inplace(params, key="query_embedder")
-        return cls(**params)
+        return cls(**wrapped_init_parameters(data, "retriever", "query_embedder"))
 
     @component.output_types(documents=list[Document], degraded=list[str])
     def run(self, **inputs: Any) -> dict[str, Any]:

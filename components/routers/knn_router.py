@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from haystack import component, default_to_dict
 from haystack.core.serialization import component_to_dict
-from haystack.utils import deserialize_component_inplace
 
+from components.common.wrapped import wrapped_init_parameters
 from components.routers.routes import RouteDecision, check_route
 
 
@@ -54,9 +54,7 @@ class KnnRouter:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KnnRouter:
         """Deserialise the component, with its embedder."""
-        params = dict(data["init_parameters"])
-        deserialize_component_inplace(params, key="embedder")
-        return cls(**params)
+        return cls(**wrapped_init_parameters(data, "embedder"))
 
     def warm_up(self) -> None:
         """Loads the embedder and embeds every example once."""
