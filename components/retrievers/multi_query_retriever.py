@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from haystack import Document, component, default_to_dict
-from haystack.core.serialization import component_to_dict
+from haystack import Document, component
 
-from components.common.wrapped import wrapped_init_parameters
+from components.common.wrapped import warm_up_parts, wrapped_init_parameters, wrapped_to_dict
 from components.query.history_rewriter import shared_terms
 
 
@@ -58,20 +57,12 @@ class MultiQueryRetriever:
 
     def warm_up(self) -> None:
         """Warm the wrapped parts up (index loading, model loading)."""
-        for part in (self.retriever, self.query_embedder):
-            if hasattr(part, "warm_up"):
-                part.warm_up()
+        warm_up_parts(self.retriever, self.query_embedder)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, the wrapped parts with their own `to_dict()`."""
-        embedder = None if self.query_embedder is None else component_to_dict(self.query_embedder, "query_embedder")
-        return default_to_dict(
-            self,
-            retriever=component_to_dict(self.retriever, "retriever"),
-            query_embedder=embedder,
-            top_k=self.top_k,
-            min_shared_terms=self.min_shared_terms,
-        )
+        parts = {"retriever": self.retriever, "query_embedder": self.query_embedder}
+        return wrapped_to_dict(self, parts, top_k=self.top_k, min_shared_terms=self.min_shared_terms)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiQueryRetriever:

@@ -8,11 +8,10 @@ import logging
 import threading
 from typing import Any
 
-from haystack import Document, component, default_to_dict
-from haystack.core.serialization import component_to_dict
+from haystack import Document, component
 from haystack.errors import FilterError
 
-from components.common.wrapped import wrapped_init_parameters
+from components.common.wrapped import warm_up_parts, wrapped_init_parameters, wrapped_to_dict
 
 logger = logging.getLogger(__name__)
 # The sockets the guard takes for itself: the embedder's text input, and what it gives fusion.
@@ -67,17 +66,12 @@ class PathGuard:
 
     def warm_up(self) -> None:
         """Warm the wrapped parts up (index and model loading), outside any timeout: startup is not a request."""
-        for part in (self.retriever, self.query_embedder):
-            if hasattr(part, "warm_up"):
-                part.warm_up()
+        warm_up_parts(self.retriever, self.query_embedder)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, the wrapped parts with their own `to_dict()`."""
-        embedder = None if self.query_embedder is None else component_to_dict(self.query_embedder, "query_embedder")
-        return default_to_dict(
-            self, path=self.path, retriever=component_to_dict(self.retriever, "retriever"), query_embedder=embedder,
-            timeout_s=self.timeout_s,
-        )
+        parts = {"retriever": self.retriever, "query_embedder": self.query_embedder}
+        return wrapped_to_dict(self, parts, path=self.path, timeout_s=self.timeout_s)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PathGuard:
