@@ -19,7 +19,7 @@ from haystack.document_stores.types import DocumentStore
 
 from components.embedders.e5_document_embedder import E5DocumentEmbedder
 from components.embedders.e5_text_embedder import E5TextEmbedder
-from components.retrievers.retrieval import check_top_k, stored_rows
+from components.retrievers.retrieval import check_top_k, keeps_rows, stored_rows
 
 # A stored vector this close to a fresh e5 passage vector of the same chunk was made by the same model.
 SAME_MODEL_COSINE = 0.999
@@ -81,7 +81,7 @@ class E5Reranker:
         self._passages.warm_up()
         if self.document_store is None or self._store_checked:
             return
-        if not isinstance(self.document_store, InMemoryDocumentStore) and not hasattr(self.document_store, "stored_rows"):
+        if not isinstance(self.document_store, InMemoryDocumentStore) and not keeps_rows(self.document_store):
             # A server's collection (store=weaviate) is never read whole: candidates are embedded on first sight
             # and kept under index_dir, as for an index of another model.
             self._store_checked = True

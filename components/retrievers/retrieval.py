@@ -23,12 +23,16 @@ class StoredRows:
     unembedded: str | None = None  # the first document without a vector, when others have one
 
 
+def keeps_rows(document_store: DocumentStore) -> bool:
+    """Whether the store keeps its own rows (`stored_rows()`), so it is read whole without a list per vector."""
+    return callable(getattr(document_store, "stored_rows", None))
+
+
 def stored_rows(document_store: DocumentStore) -> StoredRows:
     """The store's own rows when it keeps them (pipelines/index/compact_store.py: shared by every retriever over
     it, mapped from the snapshot), else read from `filter_documents()` and stacked here."""
-    own = getattr(document_store, "stored_rows", None)
-    if callable(own):
-        return own()
+    if keeps_rows(document_store):
+        return document_store.stored_rows()
     stored = sorted(document_store.filter_documents(), key=lambda doc: doc.id)
     matrix, unembedded = stack_vectors([doc.id for doc in stored], [doc.embedding for doc in stored])
     documents = [replace(doc, embedding=None) for doc in stored]

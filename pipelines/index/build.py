@@ -27,6 +27,7 @@ from pipelines.index.snapshot import (
     discard,
     load_snapshot,
     map_snapshot,
+    maps_snapshots,
     read_parents,
     save_snapshot,
 )
@@ -96,10 +97,8 @@ def build_index(
         manifest = {"fingerprint": fingerprint, "lineage": lineage, "documents": hashes}
         updated = {"updated_from": plan.base} if plan else {}
         save_snapshot(rows.documents, path, manifest | updated, blocks, rows.embeddings)
-        if callable(getattr(store, "map_snapshot", None)):
-            store.map_snapshot(
-                map_snapshot(path)
-            )  # served as a cached build serves it; ingestion's copy is freed
+        if maps_snapshots(store):  # served as a cached build serves it; ingestion's copy is freed
+            store.map_snapshot(map_snapshot(path))
     return IndexInfo(fingerprint, path, False, len(rows.documents), time.perf_counter() - start, damage, plan)
 
 

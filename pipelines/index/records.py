@@ -50,8 +50,9 @@ class RecordDocuments(Sequence[Document]):
     @classmethod
     def joined(cls, records: Sequence[bytes]) -> RecordDocuments:
         """Records held in memory, joined into one buffer."""
-        ends = np.cumsum([len(record) for record in records], dtype=np.int64)
-        return cls(b"".join(records), ends - np.asarray([len(r) for r in records], dtype=np.int64), ends)
+        lengths = np.asarray([len(record) for record in records], dtype=np.int64)
+        ends = np.cumsum(lengths, dtype=np.int64)
+        return cls(b"".join(records), ends - lengths, ends)
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -63,7 +64,7 @@ class RecordDocuments(Sequence[Document]):
     def __getitem__(self, index: int | slice) -> Document | list[Document]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return Document.from_dict(json.loads(self._buffer[self._starts[index] : self._ends[index]]))
+        return _decoded(self._buffer[self._starts[index] : self._ends[index]])
 
     def records(self) -> Iterator[bytes]:
         """Each record's bytes, in order."""
@@ -71,5 +72,8 @@ class RecordDocuments(Sequence[Document]):
             yield self._buffer[start:end]
 
     def __iter__(self) -> Iterator[Document]:
-        for record in self.records():
-            yield Document.from_dict(json.loads(record))
+        return map(_decoded, self.records())
+
+
+def _decoded(record: bytes) -> Document:
+    return Document.from_dict(json.loads(record))

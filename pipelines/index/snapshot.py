@@ -172,7 +172,7 @@ def load_snapshot(
     and checked: a store that maps snapshots (CompactDocumentStore) maps its files, any other is written the
     chunks with their vectors. Records the use in the index cache (`record_use`), never in a promoted bundle,
     whose files stay as registered."""
-    if callable(getattr(store, "map_snapshot", None)):
+    if maps_snapshots(store):
         mapped = map_snapshot(path)
         blocks = read_parents(path)
         store.map_snapshot(mapped)
@@ -187,6 +187,11 @@ def load_snapshot(
     if record_use:
         (path / LAST_USED).touch()
     return count
+
+
+def maps_snapshots(store: DocumentStore) -> bool:
+    """Whether `store` serves a snapshot's files in place (CompactDocumentStore) rather than being written them."""
+    return callable(getattr(store, "map_snapshot", None))
 
 
 @dataclass(frozen=True)
