@@ -28,7 +28,7 @@ from typing import Any
 from haystack import Document, Pipeline
 
 from components.common.sentences import content_terms, split_sentences
-from components.joiners.rank_fusion_joiner import RankFusionJoiner
+from components.joiners.rank_fusion_joiner import RESERVED_SOCKETS, RankFusionJoiner
 from pipelines.haystack_compat import input_sockets
 
 FIT_QUERIES = 64
@@ -119,7 +119,7 @@ def path_runners(pipeline: Pipeline, fusion: str) -> dict[str, Callable[[str], l
     graph = pipeline.graph
     for sender, _, data in graph.in_edges(fusion, data=True):
         path = data["to_socket"].name
-        if path in ("query", "degraded"):  # the question, and the guarded paths' failures (pipelines/path_guards.py)
+        if path in RESERVED_SOCKETS:  # the question, and the guarded paths' failures: not a path's ranking
             continue
         retriever = pipeline.get_component(sender)
         inputs = set(input_sockets(retriever))
