@@ -15,13 +15,16 @@ from components.tools.sql_query import SqlQuery
 
 # The Agent state key holding the floor search's whole retrieval ranking (pipelines/agent_floor.py).
 RANKING = "ranking"
+# The Agent state key naming the retrieval paths a search dropped (they failed or timed out), over all its searches.
+DEGRADED = "degraded"
 # The Agent state the tools read and fill: the request's scope, what the tools returned, passages and table rows
-# alike (scored as the question's context, and what its answer may cite), and the floor's ranking (scored, with
-# them, as its retrieval).
+# alike (scored as the question's context, and what its answer may cite), the floor's ranking (scored, with
+# them, as its retrieval), and the paths its searches dropped.
 STATE_SCHEMA: dict[str, dict[str, Any]] = {
     FILTERS_KEY: {"type": dict[str, Any] | None},
     "documents": {"type": list[Document], "handler": merge_lists},
     RANKING: {"type": list[Document], "handler": replace_values},
+    DEGRADED: {"type": list[str], "handler": merge_lists},
     "deadline": {"type": float},
 }
 KB_SEARCH = "kb_search"
@@ -33,15 +36,21 @@ PASSAGE_CHARS = 400
 
 
 def kb_search_tool(
-    search: Pipeline, documents_output: str, description: str, ranking_output: str | None = None
+    search: Pipeline,
+    documents_output: str,
+    description: str,
+    ranking_output: str | None = None,
+    degraded_output: str | None = None,
 ) -> PipelineTool:
-    """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket, and
-    `ranking_output` (the floor's search only) its whole retrieval ranking, which goes to the state's `ranking`."""
+    """`search` starts with a ScopedQuery named `scope`; `documents_output` names its result socket,
+    `ranking_output` (the floor's search only) its whole retrieval ranking, which goes to the state's `ranking`, and
+    `degraded_output` (a search whose paths are guarded) the paths it dropped, which go to the state's `degraded`."""
     outputs = {documents_output: "documents"}
     to_state = {"documents": {"source": "documents"}}
-    if ranking_output is not None:
-        outputs[ranking_output] = RANKING
-        to_state[RANKING] = {"source": RANKING}
+    for socket, key in ((ranking_output, RANKING), (degraded_output, DEGRADED)):
+        if socket is not None:
+            outputs[socket] = key
+            to_state[key] = {"source": key}
     return PipelineTool(
         pipeline=search,
         name=KB_SEARCH,

@@ -61,11 +61,14 @@ def rag_agent(
         raise PipelineConfigError("pipeline.components.agent: max_agent_steps, max_total_tokens and timeout_s must "
                                   f"be positive, got {max_agent_steps}, {max_total_tokens}, {timeout_s}")
     pipeline, documents = scoped_search(search, passages)
-    tools = [kb_search_tool(pipeline, documents, search_description)]
+    dropped = None if search.degraded_output is None else str(search.degraded_output)
+    tools = [kb_search_tool(pipeline, documents, search_description, degraded_output=dropped)]
     deadline = DeadlineHook(seconds=timeout_s)
     before_run: list[Any] = [deadline]  # the floor's search counts against the deadline
     if floor_search:
-        before_run.append(FloorSearchHook(kb_search_tool(pipeline, documents, search_description, ranking(search))))
+        before_run.append(
+            FloorSearchHook(kb_search_tool(pipeline, documents, search_description, ranking(search), dropped))
+        )
     if sql_database is not None:
         sql = SqlQuery(database=sql_database, cache_dir=sql_cache_dir)
         sql.warm_up()  # opens the file read-only and reads its schema, which the tool's description names

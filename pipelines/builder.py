@@ -120,8 +120,17 @@ def build_pipeline(
         grader=spec.get("grader"),
         rewriter=rewriting_component(spec),
         model_slots=parse_model_slots(spec.get("model_slots"), key, components_spec),
-        degraded_output=Socket(spec["path_guards"]["joiner"], DEGRADED) if spec.get("path_guards") else None,
+        degraded_output=degraded_output(pipeline, spec, key),
     )
+
+
+def degraded_output(pipeline: Pipeline, spec: Mapping[str, Any], key: str) -> Socket | None:
+    """Where the pipeline says which retrieval paths it dropped: `degraded_output`, else its own guarded fusion."""
+    if spec.get("degraded_output") is not None:
+        socket = parse_socket(spec["degraded_output"], f"{key}.degraded_output")
+        check_socket(pipeline, socket, "output", f"{key}.degraded_output")
+        return socket
+    return Socket(spec["path_guards"]["joiner"], DEGRADED) if spec.get("path_guards") else None
 
 
 def reads_embeddings(spec: PipelineSpec | Mapping[str, Any], key: str = "pipeline") -> bool:

@@ -42,7 +42,8 @@ class BuiltPipeline:
     rewriter: str | None = None
     # `model_slots` of the spec (pipelines/spec.py): the LLM slot -> the config section and component that run it.
     model_slots: dict[str, ModelSlot] = field(default_factory=dict)
-    # The fusion joiner's `degraded` output when the spec guards its paths (`path_guards`, pipelines/path_guards.py).
+    # The socket naming the retrieval paths dropped for a question: the fusion joiner's `degraded` when the spec
+    # guards its paths (`path_guards`, pipelines/path_guards.py), or the spec's `degraded_output` (the agent's).
     degraded_output: Socket | None = None
 
     @property
@@ -145,7 +146,8 @@ class BuiltPipeline:
         are not guarded, [] when none was dropped or fusion did not run (a route that retrieves nothing)."""
         if self.degraded_output is None:
             return None
-        return list(outputs.get(self.degraded_output.component, {}).get(self.degraded_output.name) or [])
+        dropped = outputs.get(self.degraded_output.component, {}).get(self.degraded_output.name) or []
+        return list(dict.fromkeys(dropped))  # an agent's searches each name the paths they dropped
 
     @property
     def _answer_sockets(self) -> tuple[Socket, ...]:

@@ -20,7 +20,8 @@ and the contract with evaluation and serving:
   path together with the embedder in front of it; `query` feeds the paths' question from a socket instead of the
   pipeline input (a router's branch, so that nothing is retrieved on a route that does not retrieve).
 - `path_guards` (`{joiner, paths}`) runs every path feeding the fusion joiner guarded, so that one that fails or
-  times out is dropped for the request (pipelines/path_guards.py);
+  times out is dropped for the request (pipelines/path_guards.py); `degraded_output` names the socket that says
+  which were dropped when the guarded paths are not this spec's own (the agent's, whose kb_search runs them);
 - `model_slots` (`slot: {section, component}`) says which component runs the chat model that the config section
   `section` names (its `model` and `endpoint`): each run records it as `ragtune.model.<slot>`, and serving checks
   it again.
@@ -79,6 +80,7 @@ class PipelineSpec:
     model_slots: Any = None
     subpipelines: Any = None
     path_guards: Any = None
+    degraded_output: str | None = None
 
     def to_mapping(self) -> dict[str, Any]:
         """The keys that are set, as the builder reads them."""

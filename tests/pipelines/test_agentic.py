@@ -174,3 +174,17 @@ def test_searching_the_question_again_is_a_loop_only_when_the_model_repeats_itse
     (answer,) = outputs["answer"]["answers"]
     assert (answer.meta["agent"]["stop_reason"], answer.meta["agent"]["steps"]) == ("repeated_call", 2)
     assert _doc_ids(built.view_documents(outputs)["context"]) == ["acme/pay.md"]
+
+
+def test_the_paths_kb_search_dropped_reach_the_agents_reply(tmp_path, monkeypatch):
+    """The search is a guarded hybrid whose remote query embedder is down: every search (the floor's and the
+    model's) answers from BM25, and the agent's run names the dense path once, as a pipeline's run would."""
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    documents = [Document(content=d.content, meta=d.meta, embedding=[1.0, 0.0]) for d in HANDBOOK]
+    built = _built(tmp_path, [call("kb_search", query="hotel limit"),
+                              call("final_answer", answer="200.", citations=["acme/travel.md"])], documents,
+                   "pipeline@pipeline.subpipelines.search=hybrid", "models/embedder=openai_compatible",
+                   "models.embedder.endpoint.base_url=http://127.0.0.1:9/v1", "models.embedder.endpoint.max_retries=0")
+    outputs = built.run(question=QUESTION, filters=ACME)
+    assert built.degraded(outputs) == ["dense"]
+    assert "acme/travel.md" in _doc_ids(built.view_documents(outputs)["context"])

@@ -84,3 +84,10 @@ def test_a_path_setting_for_no_path_of_the_fusion_names_its_key():
 def test_a_path_timeout_is_checked_before_anything_is_built():
     with pytest.raises(ConfigError, match=r"retriever.paths.dense.timeout_s': must be null or > 0"):
         validate(composed("retriever.paths.dense.timeout_s=0"))
+
+
+def test_a_degraded_output_the_pipeline_lacks_names_its_key():
+    memory, _ = store()
+    spec = hybrid() | {"degraded_output": "fusion.dropped"}
+    with pytest.raises(PipelineConfigError, match=r"pipeline.degraded_output: component 'fusion' .* has no output 'dropped'"):
+        build_pipeline(spec, {"store": memory}, input_names=("question", "history", "filters"))
