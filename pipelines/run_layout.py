@@ -86,6 +86,7 @@ TRACE_STATUS_TAG = "ragtune.status"  # the reply's HTTP status
 TRACE_REFUSED_TAG = "ragtune.refused"  # true: an error reply, or an answer that refused
 TRACE_LATENCY_TAG = "ragtune.latency_ms"  # the request's latency
 TRACE_SAMPLED_TAG = "ragtune.sampled"  # true: the trace kept the component spans (serve.trace.sample)
+TRACE_DEGRADED_TAG = "ragtune.degraded"  # the retrieval paths dropped for the request (comma-separated), when any
 TRACE_CACHED_TAG = "ragtune.cached"  # true: answered from serve.py's answer cache (serve.cache), no pipeline ran
 
 

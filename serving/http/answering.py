@@ -88,7 +88,7 @@ async def answer(
     finally:
         seconds = time.perf_counter() - start
         _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
-             reason, None if key is None else "miss")
+             reason, None if key is None else "miss", reply.get("degraded"))
         request.state.logged = True  # its one line is written: `refused` writes no second one
         metrics.answered(status, variant.name, seconds, reply.get("stages_ms"))
         if record is not None:
@@ -185,10 +185,10 @@ def _run_then_release(
 
 def _log(
     trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
-    question: str | None, reason: str | None, cache: str | None = None,
+    question: str | None, reason: str | None, cache: str | None = None, degraded: list[str] | None = None,
 ) -> None:
     """The line of a request that reached the pipeline or the cache; `reason` is the error its reply carries, if
-    any."""
+    any, and `degraded` the retrieval paths it was answered without, if any."""
     record: dict[str, Any] = {
         "trace_id": trace_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
         "latency_ms": round(seconds * 1000, 1),
@@ -197,6 +197,8 @@ def _log(
         record["cache"] = cache
     if reason is not None:
         record["refused"] = reason
+    if degraded:
+        record["degraded"] = degraded
     if stages_ms:
         record["stages_ms"] = stages_ms
     if question is not None:

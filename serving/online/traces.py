@@ -36,6 +36,7 @@ from pipelines.instrumentation import lean
 from pipelines.run_layout import (
     TRACE_CACHED_TAG,
     TRACE_CONTENT_TAG,
+    TRACE_DEGRADED_TAG,
     TRACE_LATENCY_TAG,
     TRACE_MODEL_VERSION_TAG,
     TRACE_REFUSED_TAG,
@@ -178,7 +179,8 @@ class RequestTrace:
                                         TRACE_REFUSED_TAG: str(refused).lower(),
                                         TRACE_LATENCY_TAG: f"{latency_ms:.1f}",
                                         TRACE_SAMPLED_TAG: str(self.tracer is not None).lower()}
-                                       | ({} if refused else quality_tags(reply)))
+                                       | ({} if refused else quality_tags(reply))
+                                       | degraded_tag(reply))
         if status != 200:
             self.root.set_status("ERROR")
         end_ns = time.time_ns()
@@ -191,6 +193,11 @@ class RequestTrace:
         if not self.traces.submit(write):
             # dropped: freed from MLflow's buffer of open traces (keyed by the OpenTelemetry trace id)
             InMemoryTraceManager.get_instance().pop_trace(int(self.trace_id.removeprefix("tr-"), 16))
+
+
+def degraded_tag(reply: dict[str, Any]) -> dict[str, str]:
+    """The paths the reply was built without (the pipeline's own path names), when any."""
+    return {TRACE_DEGRADED_TAG: ",".join(reply["degraded"])} if reply.get("degraded") else {}
 
 
 def quality_tags(reply: dict[str, Any]) -> dict[str, str]:

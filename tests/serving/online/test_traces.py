@@ -1,6 +1,7 @@
 """Production traces and feedback (issue 38, sections 1-2): the real server over a real MLflow sqlite store."""
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -75,6 +76,26 @@ def test_a_reply_carries_its_mlflow_trace_id_tagged_with_version_variant_request
     assert [span.name for span in trace.data.spans] == ["request", "retriever"]
     assert QUESTION in json.dumps(trace.data.to_dict())
     assert traces.counts()["dropped"] == 0 and api.get("/healthz").json()["traces"]["dropped"] == 0
+
+
+class DegradedAnswerer(TracedAnswerer):
+    """Answers as a hybrid whose dense path was dropped (tests/serving/test_degradation.py drops it for real)."""
+
+    def ask(self, *args, **kwargs):
+        return super().ask(*args, **kwargs) | {"degraded": ["dense"]}
+
+
+def test_a_degraded_reply_says_so_in_its_trace_and_its_log_line(served, caplog):
+    make, client = served
+    caplog.set_level(logging.INFO, "ragtune.serve")
+    api, traces = make()
+    api.app.state.context.state.variants[0].answerer = DegradedAnswerer()
+    trace_id = ask(api, traces)
+    assert client.get_trace(trace_id).info.tags["ragtune.degraded"] == "dense"
+    (line,) = [json.loads(r.getMessage()) for r in caplog.records if trace_id in r.getMessage()]
+    assert line["degraded"] == ["dense"]
+    undegraded = make()
+    assert "ragtune.degraded" not in client.get_trace(ask(*undegraded)).info.tags
 
 
 def test_redacted_traces_hold_no_question_or_passage_text(served):
