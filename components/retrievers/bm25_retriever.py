@@ -137,7 +137,7 @@ class BM25sRetriever:
     def _build(self, contents: list[str]) -> bm25s.BM25 | None:
         """Tokenise and index the documents' `contents`; None when they hold no term at all (every query then
         returns [])."""
-        corpus_tokens = self._tokenizer.tokenize_many(
+        ids, vocabulary = self._tokenizer.token_ids(
             tqdm(
                 contents,
                 total=len(contents),
@@ -145,12 +145,12 @@ class BM25sRetriever:
                 disable=len(contents) <= PROGRESS_MIN_DOCS,
             )
         )
-        if not any(corpus_tokens):
+        if not vocabulary:
             logger.warning("BM25sRetriever found no terms in {count} documents", count=len(contents))
             return None
         logger.info("BM25sRetriever indexing {count} documents", count=len(contents))
         bm25 = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        bm25.index(corpus_tokens, show_progress=False)
+        bm25.index((ids, vocabulary), show_progress=False)
         return bm25
 
     def _cache_key(self, ids: list[str], contents: list[str]) -> str:

@@ -4,6 +4,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import bm25s
+import numpy as np
 import pytest
 from haystack import Document, Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -289,3 +291,18 @@ class TestLifecycle:
 
 def _fail(*args, **kwargs):
     raise AssertionError("must not be called")
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "bm25+"])
+def test_the_index_built_from_term_ids_scores_as_bm25s_own_build_from_terms(method):
+    """The retriever builds from int32 term ids (memory), bm25s from the terms themselves: same scores, bit for bit."""
+    texts = ["The cat of the house", "the dog", "", "history of Rome, of the empire", "the zebra runs", "tax of cats"]
+    retriever = BM25sRetriever(document_store=InMemoryDocumentStore(), method=method)
+    ours = retriever._build(texts)
+    theirs = bm25s.BM25(method=method)
+    theirs.index([Tokenizer().tokenize(t) for t in texts], show_progress=False)
+    for query in (["the"], ["of", "the", "zebra"], ["cats", "dog", "empire"], ["absent"]):
+        np.testing.assert_array_equal(
+            ours.get_scores_from_ids(ours.get_tokens_ids(query)),
+            theirs.get_scores_from_ids(theirs.get_tokens_ids(query)),
+        )
