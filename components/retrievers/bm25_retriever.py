@@ -250,5 +250,5 @@ class BM25sRetriever:
         filters = effective_filters(self.filter_policy, self.filters, filters)
         if filters:
             scores *= self._masks.mask(filters)
-        best = top_indices(scores, top_k, floor=0.0)
+        best = top_indices(scores, top_k, floor=0.0, sample=self._scores.rarest_postings(token_ids, top_k))
         return {"documents": [replace(self._documents[i], score=float(scores[i])) for i in best.tolist()]}

@@ -41,6 +41,16 @@ class BM25Scores:
         """The vocabulary ids of `tokens`; tokens the index never saw are dropped."""
         return self._bm25.get_tokens_ids(tokens)
 
+    def rarest_postings(self, token_ids: list[int], at_least: int) -> np.ndarray | None:
+        """The documents holding the query's rarest term found in at least `at_least` documents (None when no term
+        is): their `at_least`-th best score bounds the query's from below (top_indices' `sample`)."""
+        sizes = [(int(self._indptr[t + 1] - self._indptr[t]), t) for t in set(token_ids)]
+        usable = [(size, term) for size, term in sizes if size >= at_least]
+        if not usable:
+            return None
+        _, term = min(usable)
+        return self._indices[self._indptr[term] : self._indptr[term + 1]]
+
     @property
     def dense_terms(self) -> int:
         """How many terms are held as dense rows."""

@@ -57,3 +57,11 @@ def test_dense_rows_are_capped(monkeypatch):
 def test_no_terms_score_as_in_bm25s(method):
     bm25 = _index(method)
     np.testing.assert_array_equal(BM25Scores(bm25)([]), bm25.get_scores_from_ids([]))
+
+
+def test_the_rarest_postings_are_those_of_the_rarest_term_with_enough_documents():
+    scorer = BM25Scores(_index("lucene"))
+    the, of, zebra = (scorer.token_ids([t])[0] for t in ("the", "of", "zebra"))
+    assert scorer.rarest_postings([the, of, zebra], 1).tolist() == [3]  # zebra's one document
+    assert sorted(scorer.rarest_postings([the, of, zebra], 2).tolist()) == [0, 2, 4]  # of's three
+    assert scorer.rarest_postings([zebra], 2) is None
