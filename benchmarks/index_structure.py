@@ -18,10 +18,11 @@ lacks are left out. Per set and strategy:
 - per budget, the context the answer stage would hand on at the smallest `answer.context_top_k` whose widened
   hits (the strategy's `expand` slot, run on that many hits) reach the budget, counted as `context/tokens` counts
   (words, jieba words for Chinese), packed best first: the first hit that does not fit is cut to the tokens left
-  (an exact span kept) and ends it, so every context holds at most the budget. The product's own budget,
-  `ContextWindow(max_chars)`, counts characters before the expand slot, which widens the hits after it: no equal
-  cost across strategies. Widening a generous top k at once and packing that would merge low hits' windows into
-  the best hit's place, where the cut falls;
+  (an exact span kept) and ends it, so every context holds at most the budget. `ContextWindow(max_chars)` counts
+  characters before the expand slot, which widens the hits after it: no equal cost across strategies; the
+  product's `ingest.context_tokens` counts these tokens after it, but keeps whole passages, so a context falls
+  short of its budget by up to a passage. Widening a generous top k at once and packing that would merge low
+  hits' windows into the best hit's place, where the cut falls;
 - per budget, `context/recall` (experiments/evaluation/context_metrics.py) and the mean tokens used; at
   `--answer-budgets` (default 1000 only: the span answerer, which `by_type` runs for factoid questions, takes half a
   second a question on 2 idle cores, several seconds on busy ones) the default answer stage, built from the config
@@ -66,9 +67,10 @@ from benchmarks.common import RESULTS, ROOT, command, report_header, write_resul
 from benchmarks.defaults_loso import machine
 from benchmarks.fusion_loso import BUILTIN_SETS, doc_set_overrides, relative
 from components.common.paths import cache_root
+from components.context.token_budget import token_count
 from experiments.comparison.significance import paired
 from experiments.datasets.golden.items import GoldenItem
-from experiments.evaluation.answer_metrics import F1, answer_scores, answer_tokens
+from experiments.evaluation.answer_metrics import F1, answer_scores
 from experiments.evaluation.context_metrics import RECALL, TOKENS, context_scores
 from experiments.evaluation.diagnosis import CHUNKING, Evidence, first_broken_layer
 from experiments.evaluation.evaluate import evidence_doc_ids
@@ -104,11 +106,6 @@ PIPELINE = "pipeline=hybrid_rag"
 
 
 # --- packing ---------------------------------------------------------------------------------------------------
-
-
-def token_count(text: str) -> int:
-    """Tokens as `context/tokens` counts them: normalised words, jieba words for Chinese."""
-    return len(answer_tokens(text))
 
 
 def cut(text: str, tokens: int, count: Callable[[str], int] = token_count) -> str:

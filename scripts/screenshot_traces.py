@@ -100,7 +100,7 @@ def serve_and_rate(cache: Path) -> tuple[str, str]:
     open (a down-rated one where there is one)."""
     from fastapi.testclient import TestClient
 
-    from experiments.evaluation.answer_metrics import answer_tokens
+    from components.common.words import answer_tokens
     from experiments.runs.config import compose
     from experiments.runs.indexed import prepare_pipeline
     from serving.http.app import create_app

@@ -11,6 +11,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.retrievers import AutoMergingRetriever
 from haystack.document_stores.types import DocumentStore
 
+from components.context.token_budget import within_budget
 from components.preprocessors.block_hierarchy_splitter import LEVEL, PARENT_ID
 
 
@@ -25,32 +26,44 @@ class ParentExpander:
     Each output takes the place and score of the best hit it holds; a parent keeps that hit's meta with its own
     (its `span` among them, so evidence anywhere in the parent counts for the context), its id and its text.
     Hits of the same parent become one Document, and an output never holds another's text. A hit without a parent
-    (a block too short to cut) stays as it is.
+    (a block too short to cut) stays as it is. With `max_tokens`, the outputs are kept whole, best first, while they
+    fit that many tokens (`within_budget`).
 
     `threshold=0` hands over any hit's parent (parent-child retrieval): AutoMergingRetriever takes a threshold in
     (0, 1) and compares the share with `>`, so the smallest positive float lets any one child through.
 
     ### Usage example
     ```python
-    expander = ParentExpander(document_store=parents, threshold=0.5)
+    expander = ParentExpander(document_store=parents, threshold=0.5, max_tokens=1000)
     expander.run(documents=hits)["documents"]  # hits and merged parents, best first
     ```
     """
 
-    def __init__(self, document_store: DocumentStore, threshold: float = 0.5) -> None:
+    def __init__(
+        self, document_store: DocumentStore, threshold: float = 0.5, max_tokens: int | None = None
+    ) -> None:
         """
         :param document_store: The store holding the parent blocks (never the one retrieval searches).
         :param threshold: Share of a parent's children that must be retrieved, more than, for it to replace them.
-        :raises ValueError: when `threshold` is not in [0, 1).
+        :param max_tokens: Tokens of outputs handed on, at most (the first output always); None: no cap.
+        :raises ValueError: when `threshold` is not in [0, 1) or `max_tokens` < 1.
         """
         if not 0 <= threshold < 1:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
         self.threshold = threshold
+        self.max_tokens = max_tokens
         self.retriever = AutoMergingRetriever(document_store, max(threshold, sys.float_info.min))
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise the component, the store with its own `to_dict()`."""
-        return default_to_dict(self, document_store=self.retriever.document_store, threshold=self.threshold)
+        return default_to_dict(
+            self,
+            document_store=self.retriever.document_store,
+            threshold=self.threshold,
+            max_tokens=self.max_tokens,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParentExpander:
@@ -61,7 +74,7 @@ class ParentExpander:
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
         """
         :param documents: Hits, best first, each with meta `doc_id`, `span` and the tree meta.
-        :returns: `documents`: the hits and the parents that replaced some of them, best first.
+        :returns: `documents`: the hits and the parents that replaced some of them, best first, within `max_tokens`.
         :raises ValueError: when a hit has no tree meta (it was not indexed as a block tree).
         """
         if not documents:
@@ -85,7 +98,8 @@ class ParentExpander:
                 meta={**hit.meta, **output.meta},
             )
             ranked.setdefault(output.id, (rank, expanded))
-        return {"documents": [doc for _, doc in sorted(ranked.values(), key=lambda pair: pair[0])]}
+        expanded = [doc for _, doc in sorted(ranked.values(), key=lambda pair: pair[0])]
+        return {"documents": within_budget(expanded, self.max_tokens)}
 
 
 def _holds(block: Document, hit: Document) -> bool:

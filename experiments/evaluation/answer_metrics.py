@@ -7,22 +7,17 @@ tokenizer keeps only [a-z0-9] and scores every Chinese answer 0. chrF is RAGAS's
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections import Counter
 from functools import cache
 from typing import Any
 
-import jieba
 from haystack.dataclasses import GeneratedAnswer
 
 from components.common.sentences import strip_citations
-from components.common.words import HAN_RUN
+from components.common.words import answer_tokens
 from experiments.evaluation.agent_metrics import agent_scores
 from experiments.evaluation.judge import JUDGED
 from experiments.evaluation.metric_registry import Direction, Layer, declare
-
-_ARTICLES = {"a", "an", "the"}
 
 F1 = declare(
     "answer/f1", Layer.ANSWER, Direction.HIGHER,
@@ -83,21 +78,6 @@ SELFCHECK_REFUSAL_RATE = declare(
     "selfcheck/refusal_rate", Layer.SELFCHECK, Direction.LOWER, "the share refused by the self-check"
 )
 SELFCHECK = (FIRED_RATE, RETRIES_PER_QUESTION, SELFCHECK_REFUSAL_RATE)
-
-
-def answer_tokens(text: str) -> list[str]:
-    """Normalised tokens: Latin words without articles, jieba words (precise mode) for Chinese runs."""
-    text = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in text.lower())
-    tokens: list[str] = []
-    for piece in text.split():
-        for part in re.split(f"({HAN_RUN.pattern})", piece):
-            if not part:
-                continue
-            if HAN_RUN.fullmatch(part):
-                tokens.extend(t for t in jieba.lcut(part) if t.strip())
-            elif part not in _ARTICLES:
-                tokens.append(part)
-    return tokens
 
 
 def token_f1(prediction: str, reference: str) -> float:

@@ -17,8 +17,8 @@ from typing import Any
 from haystack import Document
 from rapidfuzz import fuzz
 
+from components.context.token_budget import token_count
 from experiments.datasets.golden.items import GoldenItem
-from experiments.evaluation.answer_metrics import answer_tokens
 from experiments.evaluation.coroutines import run_coroutine
 from experiments.evaluation.metric_registry import Direction, Layer, declare
 from experiments.evaluation.relevance import Judged
@@ -70,7 +70,7 @@ CONTEXT = (PRECISION, RECALL, RAGAS_PRECISION, RAGAS_RECALL, ID_PRECISION, ID_RE
 
 def context_tokens(docs: list[Document]) -> int:
     """Words (jieba words for Chinese) in the context: comparable across generators, unlike model tokens."""
-    return sum(len(answer_tokens(doc.content or "")) for doc in docs)
+    return sum(token_count(doc.content or "") for doc in docs)
 
 
 def redundancy(docs: list[Document], threshold: float = 0.9) -> float:

@@ -146,9 +146,15 @@ class IngestSettings:
     # Name -> a Haystack component config.
     splitters: dict[str, Any] = field(default_factory=dict)
     # Non-blank characters a chunk needs; a shorter one joins its neighbour in its document (after any splitter,
-    # which also never cuts a code block or table: one longer than 3 x chunk_size is cut between rows, its header
+    # which also never cuts a code block or table: one longer than max_chunk_size is cut between rows, its header
     # repeated). 0: no minimum. sentence_window: 20, semantic: 100, its splitter's min_length too.
     min_chunk_size: int = 0
+    # Characters of a chunk ChunkGuard (after any splitter) makes, at most (>= chunk_size): no merge passes it, a
+    # block that would is a chunk of its own, a longer one is cut between its lines. null: 3 x chunk_size. 1,500
+    # characters are about 350 e5 tokens of English but up to 930 of a Chinese table; for an embedder that truncates
+    # (MiniLM at 256 word pieces, e5 from the hub at 512 tokens) set less: at 700, 1 chunk of the shipped Chinese
+    # table set passed 512 e5 tokens, against 61 at the default.
+    max_chunk_size: int | None = None
     # ingest=semantic: a distance between neighbouring sentence groups' embeddings above this percentile of the
     # document's distances is a cut (Haystack's EmbeddingBasedDocumentSplitter; chunks over chunk_size are cut again).
     percentile: float = 0.95
@@ -160,6 +166,11 @@ class IngestSettings:
     expand: Any = "none"
     # Sentences on each side of a hit that ingest=sentence_window's expansion adds.
     window: int = 3
+    # Tokens of context the expansion hands on, at most, counted as context/tokens counts them (words; jieba words
+    # for Chinese): whole windows or blocks in rank order until the next would pass it (the first is always kept).
+    # null: no cap. Only with an expansion (sentence_window, parent_child, hierarchical): without one the context
+    # is answer.context_top_k chunks of at most chunk_size characters.
+    context_tokens: int | None = None
     # The splitter of `chain` (its only one) whose `parents` output, the blocks above the indexed chunks, goes to a
     # second in-memory store that retrieval never searches and the expansion reads (@parents); null: none.
     # ingest=parent_child and ingest=hierarchical set it (store=weaviate refuses them).
@@ -179,9 +190,15 @@ class IngestSettings:
         require(self.chunk_size > 0, "ingest.chunk_size", "must be > 0")
         require(0 <= self.min_chunk_size < self.chunk_size, "ingest.min_chunk_size",
                 f"must be >= 0 and < ingest.chunk_size ({self.chunk_size})")
+        require(self.max_chunk_size is None or self.max_chunk_size >= self.chunk_size, "ingest.max_chunk_size",
+                f"must be null or >= ingest.chunk_size ({self.chunk_size})")
         require(0 <= self.percentile <= 1, "ingest.percentile", "must be within [0, 1]")
         require(self.sentences_per_group >= 1, "ingest.sentences_per_group", "must be >= 1")
         require(self.window >= 1, "ingest.window", "must be >= 1")
+        require(self.context_tokens is None or self.context_tokens >= 1, "ingest.context_tokens",
+                "must be null or >= 1")
+        require(self.context_tokens is None or self.expand not in (None, "none"), "ingest.context_tokens",
+                f"caps what ingest.expand hands on, and ingest={self.name} expands nothing; leave it null")
         require(0 <= self.merge_threshold < 1, "ingest.merge_threshold", "must be >= 0 and < 1")
         require(self.parent_size is None or self.parent_size > self.chunk_size, "ingest.parent_size",
                 f"must be > ingest.chunk_size ({self.chunk_size})")

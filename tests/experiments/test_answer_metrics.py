@@ -1,9 +1,9 @@
 import pytest
 from haystack.dataclasses import GeneratedAnswer
 
+from components.common.words import answer_tokens
 from experiments.evaluation.answer_metrics import (
     answer_scores,
-    answer_tokens,
     chrf,
     exact_match,
     rouge_l,

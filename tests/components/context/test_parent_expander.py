@@ -97,18 +97,36 @@ def test_nothing_in_nothing_out_and_a_hit_from_another_index_is_refused():
         )
 
 
-@pytest.mark.parametrize("threshold", [-0.1, 1.0])
-def test_a_threshold_outside_0_to_1_is_refused(threshold):
-    with pytest.raises(ValueError, match="threshold"):
-        ParentExpander(InMemoryDocumentStore(), threshold)
+def test_max_tokens_keeps_whole_blocks_best_first_while_they_fit():
+    leaves, parents = indexed([30])
+
+    def ids(max_tokens):
+        expander = ParentExpander(parents, 0.0, max_tokens=max_tokens)
+        return [d.id for d in expander.run(documents=hits(leaves, 40, 0, 50))["documents"]]
+
+    assert ids(None) == ids(6) == ["d#30-60", "d#0-30"]  # three words each
+    assert ids(5) == ids(1) == ["d#30-60"]  # the best is kept whatever its size, never cut
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [
+        ({"threshold": -0.1}, "threshold"),
+        ({"threshold": 1.0}, "threshold"),
+        ({"max_tokens": 0}, "max_tokens"),
+    ],
+)
+def test_a_threshold_outside_0_to_1_or_a_budget_under_1_is_refused(params, name):
+    with pytest.raises(ValueError, match=name):
+        ParentExpander(InMemoryDocumentStore(), **params)
 
 
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     store = InMemoryDocumentStore()
-    data = ParentExpander(store, threshold=0.25).to_dict()
+    data = ParentExpander(store, threshold=0.25, max_tokens=800).to_dict()
     assert data == {
         "type": "components.context.parent_expander.ParentExpander",
-        "init_parameters": {"document_store": store.to_dict(), "threshold": 0.25},
+        "init_parameters": {"document_store": store.to_dict(), "threshold": 0.25, "max_tokens": 800},
     }
     clone = ParentExpander.from_dict(data)
     assert isinstance(clone.retriever.document_store, InMemoryDocumentStore) and clone.to_dict() == data

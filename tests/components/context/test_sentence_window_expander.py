@@ -3,6 +3,7 @@ from haystack import Document
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from components.context.sentence_window_expander import SentenceWindowExpander
+from components.context.token_budget import token_count
 from components.preprocessors.chunk_span_locator import ChunkSpanLocator
 from components.preprocessors.sentence_window_splitter import SentenceWindowSplitter
 
@@ -86,6 +87,22 @@ def test_nothing_in_nothing_out_and_a_hit_without_sentence_numbers_is_refused(in
         )
 
 
+@pytest.mark.parametrize("doc", ["en", "zh"])
+def test_max_tokens_keeps_whole_windows_best_first_while_they_fit(indexed, doc):
+    store, chunks = indexed
+    hits = [hit(chunks, doc, 4, 0.9), hit(chunks, doc, 0, 0.8)]  # windows 3-4 and 0-1: apart
+    full = SentenceWindowExpander(store, window_size=1).run(documents=hits)["documents"]
+    sizes = [token_count(d.content) for d in full]
+    assert len(full) == 2 and all(sizes)
+
+    def capped(max_tokens):
+        expander = SentenceWindowExpander(store, window_size=1, max_tokens=max_tokens)
+        return expander.run(documents=hits)["documents"]
+
+    assert capped(sum(sizes)) == full
+    assert capped(sum(sizes) - 1) == capped(1) == full[:1]  # never cut; the best kept whatever its size
+
+
 def test_rejects_a_window_below_one():
     with pytest.raises(ValueError, match="window_size"):
         SentenceWindowExpander(InMemoryDocumentStore(), window_size=0)
@@ -93,10 +110,10 @@ def test_rejects_a_window_below_one():
 
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
     store = InMemoryDocumentStore()
-    data = SentenceWindowExpander(store, window_size=2).to_dict()
+    data = SentenceWindowExpander(store, window_size=2, max_tokens=800).to_dict()
     assert data == {
         "type": "components.context.sentence_window_expander.SentenceWindowExpander",
-        "init_parameters": {"document_store": store.to_dict(), "window_size": 2},
+        "init_parameters": {"document_store": store.to_dict(), "window_size": 2, "max_tokens": 800},
     }
     clone = SentenceWindowExpander.from_dict(data)
     assert isinstance(clone.retriever.document_store, InMemoryDocumentStore) and clone.to_dict() == data

@@ -119,6 +119,42 @@ def test_an_oversize_table_is_cut_between_rows_with_its_header_on_each_piece():
     assert not cuts(out, [code])
 
 
+LEAD = "Leave per office, as agreed in 2023 and reviewed every year by HR:\n"
+TAIL = "Offices not listed get the company default of ten days.\nAsk HR for anything else.\n"
+
+
+def test_no_merge_passes_max_chars_and_the_block_stays_whole_in_a_chunk_of_its_own():
+    """The chunk cutting the table's last row reaches 57 characters past it: their union would pass 3 x 80."""
+    text = LEAD + HEADER + ROWS + TAIL
+    source = Document(id="t", content=text, meta={"access": ["hr"]})
+    chunks = located(80, sources=(source,))
+    (table,) = find_blocks(text)
+    assert cuts(chunks, [table]) and table.end - table.start <= 3 * 80
+    out = guarded(chunks, sources=(source,), chunk_size=80)
+    assert all(c.meta["span"][1] - c.meta["span"][0] <= 3 * 80 for c in out)
+    assert not cuts(out, [table]) and [table.start, table.end] in [c.meta["span"] for c in out]
+    assert_exact(out, text)
+    assert "".join(c.content for c in out) == text
+    assert out[0] is chunks[0] and all(c.meta["access"] == ["hr"] for c in out)
+    assert guarded(chunks, sources=(source,), chunk_size=80, max_chars=400) == guarded(
+        chunks, sources=(source,), chunk_size=400
+    )
+
+
+def test_max_chars_cuts_a_block_longer_than_it_between_lines():
+    text = LEAD + HEADER + ROWS + TAIL
+    source = Document(id="t", content=text, meta={})
+    out = guarded(located(80, sources=(source,)), sources=(source,), chunk_size=80, max_chars=200)
+    (table,) = find_blocks(text)
+    assert all(len(c.content) <= 200 for c in out) and not [
+        c for c in out if c.meta["span"] == [table.start, table.end]
+    ]
+    for chunk in out:
+        start, end = chunk.meta["span"]
+        assert start in (0, table.end) or text[start - 1] == "\n"  # every cut falls between lines
+        assert end in (len(text), table.end) or text[end - 1] == "\n"
+
+
 def by_paragraph(*sources):
     pieces = [
         Document(content=part, meta={**source.meta, "doc_id": source.id})
@@ -135,6 +171,22 @@ def test_a_short_chunk_joins_the_next_and_a_short_last_one_the_one_before():
     out = guarded(by_paragraph(other), sources=(other,), min_chars=5)
     assert [c.content for c in out] == ["Tiny.", "A paragraph long enough on its own.\n\nEnd."]
     assert_exact(out, other.content)
+
+
+def test_a_short_chunk_joins_the_one_before_when_the_next_would_pass_max_chars_else_stays_short():
+    long = "A paragraph long enough on its own, and long enough that nothing joins it."
+    other = Document(id="e", content=f"Opening words of it.\n\nTiny.\n\n{long}", meta={})
+    out = guarded(
+        by_paragraph(other), sources=(other,), min_chars=12, chunk_size=len(long), max_chars=len(long) + 5
+    )
+    assert [c.content for c in out] == ["Opening words of it.\n\nTiny.", long]
+    alone = Document(id="f", content=f"Tiny.\n\n{long}", meta={})
+    out = guarded(by_paragraph(alone), sources=(alone,), min_chars=12, chunk_size=len(long))
+    assert [c.content for c in out] == [alone.content]  # 3 x chunk_size holds both ...
+    out = guarded(
+        by_paragraph(alone), sources=(alone,), min_chars=12, chunk_size=len(long), max_chars=len(long)
+    )
+    assert [c.content for c in out] == ["Tiny.", long]  # ... max_chars does not, and there is none before
 
 
 def test_short_chunks_never_join_another_document():
@@ -166,7 +218,8 @@ def test_a_missing_source_is_named():
 
 
 @pytest.mark.parametrize(
-    ("params", "name"), [({"min_chars": -1}, "min_chars"), ({"chunk_size": 0}, "chunk_size")]
+    ("params", "name"),
+    [({"min_chars": -1}, "min_chars"), ({"chunk_size": 0}, "chunk_size"), ({"max_chars": 499}, "max_chars")],
 )
 def test_rejects_bad_sizes(params, name):
     with pytest.raises(ValueError, match=name):
@@ -174,9 +227,9 @@ def test_rejects_bad_sizes(params, name):
 
 
 def test_to_dict_holds_every_init_parameter_and_from_dict_restores_them():
-    data = ChunkGuard(min_chars=40, chunk_size=300).to_dict()
+    data = ChunkGuard(min_chars=40, chunk_size=300, max_chars=700).to_dict()
     assert data == {
         "type": "components.preprocessors.chunk_guard.ChunkGuard",
-        "init_parameters": {"min_chars": 40, "chunk_size": 300},
+        "init_parameters": {"min_chars": 40, "chunk_size": 300, "max_chars": 700},
     }
     assert ChunkGuard.from_dict(data).to_dict() == data

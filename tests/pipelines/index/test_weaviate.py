@@ -7,8 +7,10 @@ import uuid
 
 import pytest
 from haystack import Document
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_integrations.document_stores.weaviate._filters import convert_filters
 
+from components.context.sentence_window_expander import SentenceWindowExpander
 from components.retrievers.weaviate_search import weaviate_filters
 from experiments.runs.config import validate
 from experiments.runs.indexed import load_indexed_pipeline, prepare_pipeline
@@ -50,6 +52,15 @@ def test_fields_filtered_by_exact_value_are_not_split_into_words():
 
 def test_sentence_numbers_are_declared_integers_for_the_sentence_windows_range_filter():
     assert properties(collection_settings("Ragtune_x", "word"))["sentence_id"]["dataType"] == ["int"]
+
+
+def test_the_collection_declares_the_fields_the_sentence_window_lookup_filters_on():
+    """SentenceWindowRetriever filters its source field by value and its split field by range: read off the
+    expander that runs the lookup, so a renamed field cannot leave the schema behind."""
+    lookup = SentenceWindowExpander(InMemoryDocumentStore()).retriever
+    declared = properties(collection_settings("Ragtune_x", "gse_ch"))
+    source, split = declared[lookup.source_id_meta_field], declared[lookup.split_id_meta_field]
+    assert (source["dataType"], source["tokenization"], split["dataType"]) == (["text"], "field", ["int"])
 
 
 def test_the_collection_compares_by_cosine_indexes_nulls_and_starts_unfinished():
