@@ -69,7 +69,8 @@ class TraceSettings:
 class CacheSettings:
     """`serve.cache`: replies to repeated questions, kept in memory by serve.py (serving/http/answer_cache.py)."""
 
-    # Answer a question asked again in the same scope from memory (serve.py only). Off by default: a hit skips the
+    # Answer a question asked again in the same scope from memory (serve.py only; each of serve.workers keeps its
+    # own). Off by default: a hit skips the
     # pipeline, so an answer stays as first given (a sampling generator's too) until evicted or serve.py restarts;
     # a hit runs no shadow and traces no component; and hits lower the latency the online report compares.
     enabled: bool = False
@@ -110,7 +111,8 @@ class ServeSettings:
     filter_fields: list[str] | None = None
     # A larger request body gets 413 before it is parsed.
     max_body_bytes: int = 1 << 20
-    # Requests answered or waiting at once; more get 503. The pipeline itself answers one question at a time.
+    # Requests answered or waiting at once, per worker; more get 503. A worker's pipeline answers one question at a
+    # time.
     max_pending: int = 8
     # Seconds an answer may take; a slower one gets 504.
     timeout_s: float = 60.0
@@ -138,6 +140,11 @@ class ServeSettings:
     shadow_concurrency: int = 1
     # Changing the salt reshuffles which users see which variant.
     variant_salt: str = "ragtune"
+    # Processes answering on the one port (serve.py only), each with its own pipeline over the same downloaded
+    # bundle: the index snapshot and the GGUF models are mapped, so their pages are shared, and a worker adds
+    # throughput more than memory. serve.max_pending, serve.cache and the trace queue are per worker; /readyz and
+    # /metrics cover them all. 1: one process, as before.
+    workers: int = 1
 
     def check(self) -> None:
         weights = self.variants
@@ -146,6 +153,7 @@ class ServeSettings:
         require(self.shadow is None or self.shadow not in weights, "serve.shadow",
                 f"{self.shadow!r} is also in serve.variants; a variant either answers its users or shadows, not both")
         require(self.shadow_concurrency >= 1, "serve.shadow_concurrency", "must be at least 1")
+        require(self.workers >= 1, "serve.workers", f"must be at least 1, got {self.workers}")
 
 
 # Keys under which a user names the entries (a mapping with no fixed keys).

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.runs.config import PROJECT_DIR
 from pipelines.errors import UserError
+from pipelines.processes import alive
 from pipelines.run_layout import GIT_COMMIT_TAG, HOST_TAG, PID_TAG, STALE_TAG
 
 PARAM_VALUE_LIMIT = 6000
@@ -183,7 +184,7 @@ def mark_stale_runs(client: MlflowClient, experiment_id: str) -> list[str]:
         tags = run.data.tags
         if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
             continue
-        if _alive(int(tags[PID_TAG])):
+        if alive(int(tags[PID_TAG])):
             continue
         client.set_tag(run.info.run_id, STALE_TAG, f"process {tags[PID_TAG]} ended without closing the run")
         client.set_terminated(run.info.run_id, status="FAILED")
@@ -191,16 +192,6 @@ def mark_stale_runs(client: MlflowClient, experiment_id: str) -> list[str]:
     if stale:
         print(f"marked {len(stale)} run(s) left RUNNING by a killed process as FAILED ({STALE_TAG})", file=sys.stderr)
     return stale
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -31,6 +31,7 @@ from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 from components.retrievers.document_masks import ACCESS_FIELDS, record_value
 from pipelines.errors import UserError
 from pipelines.index.records import RecordDocuments, record_of
+from pipelines.processes import alive
 
 # 2: the manifest records chunk count, embeddings and creation time, which loading checks the files against.
 INDEX_FORMAT = 2
@@ -99,17 +100,7 @@ def _is_stale(folder: Path, pid: str | None) -> bool:
         age = time.time() - folder.stat().st_mtime
     except FileNotFoundError:  # another build's sweep removed it first
         return False
-    return age > STALE_AFTER_SECONDS or (pid is not None and not _is_alive(int(pid)))
-
-
-def _is_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    return age > STALE_AFTER_SECONDS or (pid is not None and not alive(int(pid)))
 
 
 def save_snapshot(

@@ -193,18 +193,25 @@ def run_audit(overrides: Sequence[str] = (), paths: Sequence[str] = ("serve", "p
             return audit(channels, keys, documents, questions, hidden_documents, fresh)
 
 
-@contextlib.contextmanager
-def mlflow_served(cfg: DictConfig, folder: Path) -> Iterator[MlflowServeChannel]:
-    """`cfg` run and promoted into a temporary MLflow store, then served by `mlflow models serve` with the demo's
-    keys, as the README does it."""
+def promoted(cfg: DictConfig, folder: Path, name: str) -> str:
+    """`cfg` run into an MLflow store in `folder` (its experiment `name`) and promoted as NAME@production, as a
+    user would: the store's URI."""
     from experiments.runs.runner import run_job
     from serving.promote import promote
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    cfg.mlflow.tracking_uri, cfg.mlflow.experiment = uri, "acl-audit"
+    cfg.mlflow.tracking_uri, cfg.mlflow.experiment = uri, name
     result = run_job(cfg, folder / "job")
-    if promote(mlflow.MlflowClient(uri), result.run_id, "acl-audit", "production", 1.0, force=True) != 0:
-        raise UserError(f"acl_audit: the run {result.run_id} could not be promoted")
+    if promote(mlflow.MlflowClient(uri), result.run_id, name, "production", 1.0, force=True) != 0:
+        raise UserError(f"the run {result.run_id} could not be promoted as {name}@production")
+    return uri
+
+
+@contextlib.contextmanager
+def mlflow_served(cfg: DictConfig, folder: Path) -> Iterator[MlflowServeChannel]:
+    """`cfg` run and promoted into a temporary MLflow store, then served by `mlflow models serve` with the demo's
+    keys, as the README does it."""
+    uri = promoted(cfg, folder, "acl-audit")
     port, log = free_port(), folder / "mlflow-serve.log"
     bin_dir = Path(sys.executable).parent  # MLflow starts `uvicorn` from PATH: this venv's
     env = os.environ | {"MLFLOW_TRACKING_URI": uri, SERVE_ENV: f"serve.api_keys_file={KEYS_FILE}",

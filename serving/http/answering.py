@@ -5,7 +5,6 @@ and while the client waits; with one log line however it ends."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -17,7 +16,7 @@ from haystack.errors import FilterError
 
 from pipelines.errors import UserError
 from serving.http.answer_cache import cache_key
-from serving.http.refusals import ANONYMOUS
+from serving.http.refusals import ANONYMOUS, log_request
 from serving.http.state import ServerContext
 from serving.online.traces import RequestTrace, traced
 from serving.online.variants import Answerer, ShadowJob, Variant, assign
@@ -87,8 +86,8 @@ async def answer(
             logger.exception("trace %s failed", trace_id)
     finally:
         seconds = time.perf_counter() - start
-        _log(trace_id, principal, status, seconds, reply.get("stages_ms"), question if limits.debug else None,
-             reason, None if key is None else "miss", reply.get("degraded"))
+        _log(request, trace_id, principal, status, seconds, reply.get("stages_ms"),
+             question if limits.debug else None, reason, None if key is None else "miss", reply.get("degraded"))
         request.state.logged = True  # its one line is written: `refused` writes no second one
         metrics.answered(status, variant.name, seconds, reply.get("stages_ms"))
         if record is not None:
@@ -116,7 +115,8 @@ def cached(
     trace_id = record.trace_id if record else request_id
     reply = stored | {"stages_ms": {}}  # no component ran
     seconds = time.perf_counter() - start
-    _log(trace_id, principal, 200, seconds, None, question if context.limits.debug else None, None, cache="hit")
+    _log(request, trace_id, principal, 200, seconds, None, question if context.limits.debug else None, None,
+         cache="hit")
     request.state.logged = True
     context.metrics.answered(200, variant.name, seconds, None)
     if record is not None:
@@ -184,8 +184,9 @@ def _run_then_release(
 
 
 def _log(
-    trace_id: str, principal: Principal | None, status: int, seconds: float, stages_ms: dict | None,
-    question: str | None, reason: str | None, cache: str | None = None, degraded: list[str] | None = None,
+    request: Request, trace_id: str, principal: Principal | None, status: int, seconds: float,
+    stages_ms: dict | None, question: str | None, reason: str | None, cache: str | None = None,
+    degraded: list[str] | None = None,
 ) -> None:
     """The line of a request that reached the pipeline or the cache; `reason` is the error its reply carries, if
     any, and `degraded` the retrieval paths it was answered without, if any."""
@@ -203,4 +204,4 @@ def _log(
         record["stages_ms"] = stages_ms
     if question is not None:
         record["question"] = question
-    logger.info(json.dumps(record, ensure_ascii=False))
+    log_request(request, record)

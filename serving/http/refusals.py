@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -37,11 +38,19 @@ def refused(
     principal = getattr(request.state, "principal", None)
     request.app.state.metrics.refused(status, request)
     if not getattr(request.state, "logged", False):
-        logger.info(json.dumps({
+        log_request(request, {
             "request_id": request_id, "tenant": principal.tenant if principal else ANONYMOUS, "status": status,
             "refused": reason, "path": request.url.path,
-        }, ensure_ascii=False))
+        })
     return JSONResponse({"error": reason, "request_id": request_id}, status_code=status, headers=headers)
+
+
+def log_request(request: Request, record: dict[str, Any]) -> None:
+    """A request's one JSON log line; with serve.workers above 1 it names the worker process (`worker`: its
+    pid) that answered."""
+    if request.app.state.context.workers is not None:
+        record["worker"] = os.getpid()
+    logger.info(json.dumps(record, ensure_ascii=False))
 
 
 async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -78,9 +78,10 @@ def prometheus(request: Request, context: ServerContext = Depends(context_of)) -
 
 @router.get("/readyz")
 def readyz(context: ServerContext = Depends(context_of)) -> JSONResponse:
-    """`variants`: each served alias's registered version (and the shadow's, which answers unseen)."""
-    state = context.state
-    ready = state.loaded
+    """`variants`: each served alias's registered version (and the shadow's, which answers unseen). With
+    serve.workers above 1, ready once every worker has loaded, whichever worker answers."""
+    state, workers = context.state, context.workers
+    ready = state.loaded and (workers is None or workers.all_ready())
     served = {v.name: v.version for v in state.variants}
     return JSONResponse({"ready": ready, "model": state.served_uri, "variants": served}
                         | ({"shadow": {state.shadow.name: state.shadow.version}} if state.shadow else {}),

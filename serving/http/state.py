@@ -10,6 +10,7 @@ from dataclasses import InitVar, dataclass, field
 from fastapi import Request
 
 from serving.http.answer_cache import AnswerCache
+from serving.http.worker_folder import WorkerFolder
 from serving.online.feedback import Ratings
 from serving.online.metrics import ServerMetrics
 from serving.online.traces import Traces, served_model, stated_version
@@ -62,6 +63,8 @@ class ServerContext:
     pending: threading.BoundedSemaphore
     # serve.cache: None when it is off.
     cache: AnswerCache | None = None
+    # serve.workers above 1: what the worker processes share (their ready marks); None for one process.
+    workers: WorkerFolder | None = None
     ratings: dict[int, Ratings] = field(default_factory=dict)
 
 

@@ -242,6 +242,15 @@ class Unsent(logging.Handler):
         return found
 
 
+def trace_experiment(uri: str, experiment: str | None) -> str:
+    """The id of the experiment the traces of the model served from `uri` go to, made when missing (by serve.py
+    before it starts its workers, so they do not race to make it)."""
+    name = experiment_name(uri, experiment)
+    client = mlflow.MlflowClient()
+    found = client.get_experiment_by_name(name)
+    return found.experiment_id if found is not None else client.create_experiment(name)
+
+
 class Traces:
     """The served model's traces: where they go, what they keep, and the one thread that writes them."""
 
@@ -267,11 +276,7 @@ class Traces:
         """Traces of the model served from `uri` (every variant of it), into its experiment (made when missing).
         Haystack hands the components' inputs and outputs to the spans unless they keep none."""
         tracing.tracer.is_content_tracing_enabled = settings.content != "none"
-        name = experiment_name(uri, experiment)
-        client = mlflow.MlflowClient()
-        found = client.get_experiment_by_name(name)
-        experiment_id = found.experiment_id if found is not None else client.create_experiment(name)
-        return cls(settings, experiment_id)
+        return cls(settings, trace_experiment(uri, experiment))
 
     def start(
         self, question: str, principal: Principal | None, request_id: str, variant: ServedAs, rated: bool = True,
