@@ -87,6 +87,12 @@ def processes(pid: int) -> list[int]:
     return [pid, *(p for child in children(pid) for p in processes(child))]
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User and system CPU seconds the processes have used so far, from /proc/PID/stat (fields 14 and 15)."""
+    fields = [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() for pid in pids]
+    return sum(int(f[11]) + int(f[12]) for f in fields) / os.sysconf("SC_CLK_TCK")
+
+
 def serve_and_load(uri: str, workers: int, folder: Path, key: str, asked: Sequence[str], clients: int,
                    seconds: float) -> dict[str, Any]:
     """serve.py with `workers` on a free loopback port: loaded once ready, then its processes' memory."""
@@ -98,9 +104,13 @@ def serve_and_load(uri: str, workers: int, folder: Path, key: str, asked: Sequen
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(f"{url}/readyz", server, log, seconds=900)
-        before = os.getloadavg()[0]
+        before, served = os.getloadavg()[0], processes(server.pid)
+        cpu, client = cpu_seconds(served), os.times()
         figures = load(url, key, asked, clients, seconds)
         figures["load_average"] = round((before + os.getloadavg()[0]) / 2, 1)
+        client_cpu = sum(os.times()[:2]) - sum(client[:2])
+        figures["cores_busy"] = {"server": round((cpu_seconds(served) - cpu) / figures["seconds"], 2),
+                                 "client": round(client_cpu / figures["seconds"], 2)}
         pids = [p for child in children(server.pid) for p in children(child)] if workers > 1 else [server.pid]
         figures["memory"] = {"serve_py": smaps_mb(server.pid), "workers": [smaps_mb(pid) for pid in pids],
                              "total_pss_mb": round(sum(smaps_mb(pid)["pss_mb"] for pid in processes(server.pid)))}
@@ -120,7 +130,8 @@ def report(argv: Sequence[str] | None, runs: dict[int, dict[str, Any]], key: str
         rows.append(
             f"| {workers} | {got['requests']} | {errors} | {got['throughput_per_s']} | {got['p50_s']} / {got['p95_s']} "
             f"| {memory['serve_py']['rss_mb'] if workers > 1 else '-'} | {first['rss_mb']} | {added} "
-            f"| {memory['total_pss_mb']} | {got['load_average']} |")
+            f"| {memory['total_pss_mb']} | {got['cores_busy']['server']} / {got['cores_busy']['client']} "
+            f"| {got['load_average']} |")
     lines = [
         report_header(command("benchmarks.bench_serve", argv, options=("--out",)), "[serving](../serving.md#workers)"),
         "",
@@ -134,12 +145,13 @@ def report(argv: Sequence[str] | None, runs: dict[int, dict[str, Any]], key: str
         "supervises; the workers are forked from a fork server that imported serve.py's libraries once, and what "
         "each further worker adds is its USS (the pages it alone holds; its PSS beside it). The index snapshot and "
         "the GGUF models are mapped, so their pages count once. All processes' PSS: serve.py, its fork server, "
-        "the workers and multiprocessing's resource tracker. The load average is the 1-minute one while each W "
-        "was timed (other jobs share the cores).",
+        "the workers and multiprocessing's resource tracker. Cores busy: CPU seconds over the load's wall "
+        "seconds, of the server's processes and of this process (the clients). The load average is the 1-minute "
+        "one while each W was timed (other jobs share the cores).",
         "",
         "| workers | requests | errors | requests/s | p50 / p95 s | parent RSS | first worker RSS "
-        "| further workers USS / PSS | all processes PSS | load average |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| further workers USS / PSS | all processes PSS | cores busy: server / client | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
@@ -151,9 +163,13 @@ def report(argv: Sequence[str] | None, runs: dict[int, dict[str, Any]], key: str
         lines += [
             f"Two workers serve {speedup:.2f}x the requests a second of one "
             f"({'meets' if speedup >= TARGET_SPEEDUP else 'misses'} the target of {TARGET_SPEEDUP}x); the second "
-            f"worker adds {second['uss_mb']} MB of its own, {added:.0%} of the first worker's RSS "
+            f"worker adds {second['uss_mb']} MB of its own, {added:.1%} of the first worker's RSS "
             f"({'meets' if added <= TARGET_ADDED else 'misses'} the target of {TARGET_ADDED:.0%}); all processes "
-            f"together hold {two['memory']['total_pss_mb']} MB against {one['memory']['total_pss_mb']} MB for one.",
+            f"together hold {two['memory']['total_pss_mb']} MB against {one['memory']['total_pss_mb']} MB for one. "
+            f"One worker already kept {one['cores_busy']['server']} of the machine's {os.cpu_count()} cores busy "
+            f"(its pipeline's numpy and llama.cpp threads), the clients {one['cores_busy']['client']}, so a second "
+            f"worker could add at most {os.cpu_count() / (one['cores_busy']['server'] + one['cores_busy']['client']):.2f}x "
+            "here.",
             "",
         ]
     return "\n".join(lines)
