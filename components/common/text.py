@@ -7,7 +7,6 @@ One tokeniser for indexing, querying and lexical metrics keeps their notions of 
 import hashlib
 import logging
 import re
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
@@ -123,13 +122,9 @@ class Tokenizer:
             return [token for token in tokens if token.lower() not in self._stopwords]
         return tokens
 
-    def token_ids(self, texts: Iterable[str]) -> tuple[list[array], dict[str, int]]:
-        """Each text's terms as ids into the returned vocabulary, one int32 array per text: what a BM25 index is
-        built from. Terms as Python strings would cost ~50 bytes each (gigabytes at a million chunks); an id costs
-        4. Pass a tqdm-wrapped iterable to see progress."""
-        vocabulary: dict[str, int] = {}
-        ids = [array("i", [vocabulary.setdefault(t, len(vocabulary)) for t in self.tokenize(text)]) for text in texts]
-        return ids, vocabulary
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        """Tokenise each text; pass a tqdm-wrapped iterable to see progress."""
+        return [self.tokenize(text) for text in texts]
 
     def identity(self) -> dict[str, str]:
         """Describe the tokeniser for logging and for index cache keys."""

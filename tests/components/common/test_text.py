@@ -111,10 +111,8 @@ class TestTokenizer:
         assert Tokenizer().tokenize("") == []
         assert Tokenizer().tokenize(" ?!。， ...") == []
 
-    def test_token_ids(self):
-        ids, vocabulary = Tokenizer().token_ids(["a b", "", "C a"])
-        assert vocabulary == {"a": 0, "b": 1, "c": 2}
-        assert [list(doc) for doc in ids] == [[0, 1], [], [2, 0]]
+    def test_tokenize_many(self):
+        assert Tokenizer().tokenize_many(["a b", "", "C"]) == [["a", "b"], [], ["c"]]
 
     def test_deterministic_and_picklable(self):
         tokenizer = Tokenizer(language="mixed", stopwords="en")

@@ -14,7 +14,7 @@ from haystack.errors import FilterError
 
 from components.common.text import Tokenizer
 from components.retrievers import bm25_retriever, document_masks
-from components.retrievers.bm25_retriever import BM25sRetriever
+from components.retrievers.bm25_retriever import BM25sRetriever, term_ids
 
 DOCS = [
     Document(id="a#0-10", content="Hybrid retrieval fuses sparse and dense results.", meta={"tenant": "t1"}),
@@ -291,6 +291,17 @@ class TestLifecycle:
 
 def _fail(*args, **kwargs):
     raise AssertionError("must not be called")
+
+
+def test_term_ids_number_each_term_once_in_order_of_appearance():
+    ids, vocabulary = term_ids(Tokenizer(), ["a b", "", "C a"])
+    assert vocabulary == {"a": 0, "b": 1, "c": 2}
+    assert [list(doc) for doc in ids] == [[0, 1], [], [2, 0]]
+
+
+def test_the_tokenizer_source_is_unchanged_so_no_cached_bm25_index_is_rebuilt():
+    """Its digest keys every cached BM25 index, those inside promoted bundles too (components/common/text.py)."""
+    assert Tokenizer().identity()["code"] == "256f313ebfd0"  # change it only on purpose, said in the CHANGELOG
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "bm25+"])
