@@ -1,11 +1,10 @@
 """`serve.workers=N`'s supervising process: serve.py checks and downloads what the workers need, then execs
 `python -m serving.supervise`, which keeps serve.py's pid, signals and exit codes but none of its libraries (on
 the demo serve.py holds ~590 MB of them; this process, ~30 MB). It runs the workers (serving/supervisor.py) until
-one cannot load or start, or SIGINT/SIGTERM, and removes the folder they shared."""
+one cannot load or start, or SIGINT/SIGTERM, and removes what the workers wrote in the folder they shared."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
 
@@ -33,7 +32,7 @@ def main() -> int:
         print(f"{ERROR} {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     finally:
-        shutil.rmtree(plan.folder, ignore_errors=True)
+        plan.shared.remove()
     if failure is not None:
         where = "" if failure.user else " (its traceback above)"
         print(f"{ERROR} worker {failure.pid}: {failure.message}{where}", file=sys.stderr)

@@ -5,6 +5,7 @@ prometheus-client's multiprocess files (`metrics/`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import traceback
@@ -126,6 +127,23 @@ class WorkerFolder:
                 json.dump(failure, out)
         except FileExistsError:
             pass
+
+    def remove(self) -> None:
+        """Deletes what the server wrote here (ready marks, the announcement, the failure record, prometheus-client's
+        `*.db` files), then the folder if that left it empty. The folder comes from an environment variable, so
+        nothing else in it is touched, and a symlink is never followed."""
+        if self.path.is_symlink() or not self.path.is_dir():
+            return
+        metrics = self.metrics
+        written = [*self.path.glob(f"{READY}*"), self.path / ANNOUNCED, self.path / FAILURE]
+        if metrics.is_dir() and not metrics.is_symlink():
+            written += metrics.glob("*.db")
+        for file in written:
+            if file.is_file() and not file.is_symlink():
+                file.unlink()
+        for folder in (metrics, self.path):
+            with contextlib.suppress(OSError):  # not empty (someone else's files), a symlink, or gone
+                folder.rmdir()
 
     def failure(self) -> WorkerFailure | None:
         try:

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from experiments.datasets.demo import DEMO_DIR
 from experiments.runs.config import compose
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, UserError
 from serving.audit.checks import may_see
 from serving.audit.run import promoted
 from serving.http.app import create_app
@@ -319,3 +319,28 @@ def test_a_worker_that_cannot_load_stops_the_server_with_its_error(promoted_demo
     assert len(error) == 1 and "is damaged" in error[0] and f"the manifest records {wrong}" in error[0], (
         output
     )
+
+
+def test_removing_the_shared_folder_deletes_only_what_the_server_wrote(tmp_path):
+    folder = WorkerFolder(tmp_path / "shared", 2)
+    folder.metrics.mkdir(parents=True)
+    (folder.path / f"ready-{os.getpid()}").touch()
+    (folder.metrics / "counter_1.db").write_bytes(b"x")
+    folder.fail(UserError("bad bundle"))
+    folder.remove()
+    assert not folder.path.exists()
+
+    users = WorkerFolder(tmp_path / "users", 2)
+    users.metrics.mkdir(parents=True)
+    (users.path / "notes.txt").write_text("mine")
+    (users.metrics / "report.csv").write_text("mine")
+    (users.path / "ready-1").touch()
+    users.remove()
+    assert sorted(p.name for p in users.path.rglob("*")) == ["metrics", "notes.txt", "report.csv"]
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "ready-2").touch()
+    (tmp_path / "link").symlink_to(target)
+    WorkerFolder(tmp_path / "link", 2).remove()
+    assert (target / "ready-2").exists() and (tmp_path / "link").is_symlink()
