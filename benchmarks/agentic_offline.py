@@ -38,7 +38,7 @@ CONFIGS: dict[str, tuple[str, list[str]]] = {
 }
 BASELINE = "advanced"
 # The per-question metrics paired with the baseline's: the agent's retrieval and context layers.
-PAIRED = {"retrieval/recall_at_10": "recall@10", "context/recall": "context recall"}
+PAIRED = {"retrieval/recall_at_10": "recall@10", "context/recall": "context recall", "answer/f1": "answer F1"}
 COLUMNS = {
     "retrieval/recall_at_10": "recall@10",
     "context/recall": "context recall",
@@ -50,7 +50,8 @@ COLUMNS = {
     "agent/steps_per_question": "steps/q",
     "agent/tool_calls/kb_search": "kb_search/q",
     "agent/tool_calls/sql_query": "sql_query/q",
-    "agent/stop_reason/final_answer": "answered",
+    "agent/stop_reason/final_answer": "final answer",
+    "agent/answered_by/floor": "floor answered",
     "agent/stop_reason/repeated_call": "repeated call",
     "agent/stop_reason/length": "cut off",
     "latency/p95_ms": "p95 ms",
@@ -81,11 +82,13 @@ def report(rows: dict[tuple[str, str], Job], command_line: str, dataset: str) ->
         "",
         machine_line() + " SmolLM2-135M (llama.cpp, greedy; Gemma-3-270M where the row says so) writes each step under the tools' JSON schema; kb_search runs `advanced` retrieval (e5 + BM25, rules rewriter) and returns 3 passages. "
         "Unless a row says otherwise, the question itself is searched first, before the model's first step (the floor "
-        "search, `pipeline.components.agent.floor_search`). sql_query reads data/demo/sql/company.sql. " + QUESTIONS[dataset],
+        "search, `pipeline.components.agent.floor_search`), and a run whose model stops without a final answer is "
+        "answered by `advanced`'s answer stage from the run's passages (the floor answer, "
+        "`pipeline.components.answer.floor_answer`). sql_query reads data/demo/sql/company.sql. " + QUESTIONS[dataset],
         "",
         *lines,
         "",
-        "Shares (answered, repeated call, cut off) are per question; `steps/q` and the calls per question count the "
+        "Shares (final answer, floor answered, repeated call, cut off) are per question; `steps/q` and the calls per question count the "
         "model's own (not the floor search, which is made for it). `-`: not logged for that configuration.",
         "",
         *paired_table(rows, dataset),

@@ -6,12 +6,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from haystack import Pipeline
+from haystack import Pipeline, SuperComponent
 from haystack.components.agents import Agent
 from haystack.hooks.budget import TokenBudgetHook
 from haystack.utils.experimental import ExperimentalWarning
 
-from components.agents.agent_answer import FINAL_ANSWER
+from components.agents.agent_answer import FINAL_ANSWER, AgentAnswer
 from components.agents.deadline_hook import DeadlineHook
 from components.agents.json_tool_chat_generator import JsonToolChatGenerator
 from components.agents.native_tool_calls import NativeToolCalls
@@ -23,6 +23,9 @@ from pipelines.agent_floor import FloorSearchHook
 from pipelines.agent_tools import STATE_SCHEMA, final_answer_tool, kb_search_tool, sql_query_tool
 from pipelines.built import BuiltPipeline
 from pipelines.spec import PipelineConfigError
+
+# The socket of agentic.yaml's floor_answer subpipeline that receives the run's context.
+FLOOR_PASSAGES = "passages.documents"
 
 
 def rag_agent(
@@ -86,6 +89,27 @@ def rag_agent(
         max_agent_steps=max_agent_steps,
         hooks={"before_run": before_run, "before_llm": [deadline, budget], "before_tool": [RepeatedCallHook()]},
     )
+
+
+def agent_answer(
+    refusals: dict[str, str],
+    refusal_patterns: list[str] | None = None,
+    support_threshold: float = 0.5,
+    floor_answer: BuiltPipeline | None = None,
+) -> AgentAnswer:
+    """The agent's AgentAnswer; `floor_answer` (the answer stage behind a pass-through `passages.documents`, as
+    agentic.yaml's subpipeline) answers a run whose model stopped without a final answer."""
+    floor = None
+    if floor_answer is not None:
+        if floor_answer.answer_output is None or "question" not in floor_answer.inputs:
+            raise PipelineConfigError(f"pipeline '{floor_answer.name}' (floor_answer): it needs an answer stage, which "
+                                      f"takes the question; set pipeline.components.answer.floor_answer=null")
+        floor = SuperComponent(
+            pipeline=floor_answer.pipeline,
+            input_mapping={"query": [str(s) for s in floor_answer.inputs["question"]], "documents": [FLOOR_PASSAGES]},
+            output_mapping={str(floor_answer.answer_output): "answers"},
+        )
+    return AgentAnswer(refusals, refusal_patterns, support_threshold, floor)
 
 
 def step_generator(chat_generator: Any, native_tool_calls: bool, first_tool: str | None, step_max_tokens: int) -> Any:

@@ -37,12 +37,14 @@ class AgentStep(BaseModel):
 
 
 class AgentSummary(BaseModel):
-    """How an agent reached its reply: model calls, the tools it called in order, and why it stopped."""
+    """How an agent reached its reply: model calls, the tools it called in order, why it stopped, and what gave the
+    answer: `model` (its final_answer), `floor` (the answer stage on the run's context) or `none` (a refusal)."""
 
     steps: int
     tools: list[str]
     tool_calls: dict[str, int]
     stop_reason: str
+    answered_by: str
 
 
 class QueryReply(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from components.answer.answer_meta import AgentRun, AnswerMeta
@@ -16,6 +17,8 @@ FINAL_ANSWER = "final_answer"
 # Marks the floor search's call (pipelines/agent_floor.py) in a message's meta and as its call id: made for the
 # model, before its first step, so it is not one of the model's calls.
 FLOOR_SEARCH = "floor_search"
+# What gave an agent's answer (AgentRun's `answered_by`).
+BY_MODEL, BY_FLOOR, BY_NONE = "model", "floor", "none"
 # Why a run stopped without an answer, as the refusal says it.
 STOP_REASONS = {
     "max_agent_steps": "step limit",
@@ -35,9 +38,11 @@ class AgentAnswer:
     The answer is the `final_answer` call's text. Its citations name documents by `doc_id` (a passage's, or a table
     row's `sql:<table>/<key>`), and only documents the tools returned in this run count: the CitationVerifier then
     checks each sentence against the documents it cites, as for any generated answer. A run that stopped for any
-    other reason (steps, tokens, time, a repeated call) is an honest refusal that says why. The answer's meta also
-    keeps the run: `agent` holds its steps, the model's tool calls in order (the floor search, which was made for
-    it, left out), tool-call counts and stop reason.
+    other reason (steps, tokens, time, a repeated call) is answered by `floor_answer`, the wrapped pipeline's own
+    answer stage, from the run's context (the floor search's passages first), so the agent never answers worse
+    than that pipeline because its model stopped; without one, it is an honest refusal that says why. The answer's
+    meta also keeps the run: `agent` holds its steps, the model's tool calls in order (the floor search, which was
+    made for it, left out), tool-call counts, stop reason and what answered.
 
     The documents the run retrieved are the floor search's whole ranking (`ranking`), then what the tools returned
     that it lacks: what came later is appended, never ranked above the floor's.
@@ -53,17 +58,28 @@ class AgentAnswer:
     answer_meta_keys = (*CitationVerifier.answer_meta_keys, "agent", "refusal_reason", "unknown_citations")
 
     def __init__(
-        self, refusals: dict[str, str], refusal_patterns: list[str] | None = None, support_threshold: float = 0.5
+        self,
+        refusals: dict[str, str],
+        refusal_patterns: list[str] | None = None,
+        support_threshold: float = 0.5,
+        floor_answer: Any | None = None,
     ) -> None:
         """
         :param refusals: Language -> the refusal sentence; a stopped run's refusal adds why it stopped.
         :param refusal_patterns: Regular expressions that also count as a refusal in the final answer.
         :param support_threshold: Minimum lexical support for a sentence to count as supported by its citations.
+        :param floor_answer: A component answering `query` from `documents` under the answer contract (`answers`),
+            run when the model stopped without a final answer; None: such a run is a refusal.
         """
         self.refusals = dict(refusals)
         self.refusal_patterns = list(refusal_patterns or [])
         self.support_threshold = support_threshold
+        self.floor_answer = floor_answer
         self._verifier = CitationVerifier(refusals, refusal_patterns, support_threshold)
+
+    def warm_up(self) -> None:
+        if self.floor_answer is not None and hasattr(self.floor_answer, "warm_up"):
+            self.floor_answer.warm_up()
 
     @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], retrieved=list[Document])
     def run(
@@ -94,12 +110,13 @@ class AgentAnswer:
         retrieved = _unique([*(ranking or []), *context])
         calls = [call for message in messages if not message.meta.get(FLOOR_SEARCH) for call in message.tool_calls]
         run = AgentRun(steps=step_count, tools=[c.tool_name for c in calls], tool_calls=dict(tool_call_counts),
-                       stop_reason=exit_reason)
+                       stop_reason=exit_reason, answered_by=BY_MODEL)
         usage = {k: v for k, v in (token_usage or {}).items() if isinstance(v, int)}
         final = next((c for c in reversed(calls) if c.tool_name == FINAL_ANSWER), None)
         if exit_reason != FINAL_ANSWER or final is None:
-            return {"answers": [self._stopped(query, exit_reason, run, usage)], "documents": context,
-                    "retrieved": retrieved}
+            stopped = self._floor(query, context, run) if self.floor_answer is not None else \
+                self._stopped(query, exit_reason, run, usage)
+            return {"answers": [stopped], "documents": context, "retrieved": retrieved}
         cited = [str(c) for c in final.arguments.get("citations") or []]
         markers = {c: _marker(c, context) for c in cited}
         known = sorted({m for m in markers.values() if m is not None})
@@ -112,19 +129,33 @@ class AgentAnswer:
         answer = GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
         return {"answers": [answer], "documents": context, "retrieved": retrieved}
 
+    def _floor(self, query: str, context: list[Document], run: AgentRun) -> GeneratedAnswer:
+        """The answer stage's answer from the run's context, with the run's steps. Its `usage` stays the stage's
+        own: the agent's steps ran through a chat generator, whose calls are traced and counted apart."""
+        (answer,) = self.floor_answer.run(query=query, documents=context)["answers"]
+        meta = AnswerMeta(**answer.meta, agent=AgentRun(**{**run, "answered_by": BY_FLOOR}),  # type: ignore[typeddict-item]
+                          unknown_citations=[])
+        return GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
+
     def _stopped(self, query: str, reason: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:
         refusal = refusal_for(self.refusals, query)
         meta = AnswerMeta(refused=True, citations=[], unsupported_sentences=[], sentences=[], invalid_citations=[],
-                          usage=usage, refusal_reason=f"agent_{reason}", agent=run, unknown_citations=[])
+                          usage=usage, refusal_reason=f"agent_{reason}",
+                          agent=AgentRun(**{**run, "answered_by": BY_NONE}), unknown_citations=[])
         return GeneratedAnswer(data=f"{refusal} ({STOP_REASONS.get(reason, reason)})", query=query, documents=[],
                                meta=meta)
 
     def to_dict(self) -> dict[str, Any]:
+        floor = None if self.floor_answer is None else component_to_dict(self.floor_answer, "floor_answer")
         return default_to_dict(self, refusals=self.refusals, refusal_patterns=self.refusal_patterns,
-                               support_threshold=self.support_threshold)
+                               support_threshold=self.support_threshold, floor_answer=floor)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentAnswer:
+        floor = data["init_parameters"].get("floor_answer")
+        if floor is not None:
+            data["init_parameters"]["floor_answer"] = component_from_dict(
+                import_class_by_name(floor["type"]), floor, "floor_answer")
         return default_from_dict(cls, data)
 
 

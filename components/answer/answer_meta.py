@@ -30,12 +30,15 @@ class SentenceSupport(TypedDict):
 
 
 class AgentRun(TypedDict):
-    """How an agent reached its answer: model calls, the tools it called in order and per tool, why it stopped."""
+    """How an agent reached its answer: model calls, the tools it called in order and per tool, why it stopped, and
+    what gave the answer: `model` (its final_answer), `floor` (the pipeline's answer stage on the run's context, the
+    model having stopped without one) or `none` (a refusal that says why it stopped)."""
 
     steps: int
     tools: list[str]
     tool_calls: dict[str, int]
     stop_reason: str
+    answered_by: str
 
 
 class AnswerMeta(TypedDict, total=False):

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from components.agents.agent_answer import FINAL_ANSWER, STOP_REASONS
+from components.agents.agent_answer import BY_FLOOR, BY_MODEL, BY_NONE, FINAL_ANSWER, STOP_REASONS
 from experiments.evaluation.metric_registry import Direction, Layer, declare
 
 # Every way a run can end, so that each question scores 0 or 1 on each and the means are rates.
@@ -39,6 +39,11 @@ declare(
     f"the share of runs that ended each way: `{FINAL_ANSWER}`, or a stop reason ("
     + ", ".join(f"`{reason}`" for reason in STOP_REASONS) + ")",
 )
+declare(
+    "agent/answered_by/<who>", Layer.AGENT, Direction.NEITHER,
+    f"the share of answers each gave: `{BY_MODEL}` (its final_answer), `{BY_FLOOR}` (the answer stage on the run's "
+    f"context, the model having stopped without one), `{BY_NONE}` (a refusal that says why it stopped)",
+)
 STEPS = declare("agent/steps", Layer.AGENT, Direction.NEITHER, "per question: the agent's tool steps")
 LOOP_ABORTED = declare(
     "agent/loop_aborted", Layer.AGENT, Direction.NEITHER, "per question: 1 when the run was aborted in a loop"
@@ -54,8 +59,8 @@ TOOL_SEQUENCE_CORRECT = declare(
 
 
 def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
-    """Per question: `agent/steps`, `agent/tool_calls/<tool>`, `agent/stop_reason/<ending>` (0 or 1) and
-    `agent/loop_aborted`; nothing for an answer that no agent gave."""
+    """Per question: `agent/steps`, `agent/tool_calls/<tool>`, `agent/stop_reason/<ending>` and
+    `agent/answered_by/<who>` (0 or 1), and `agent/loop_aborted`; nothing for an answer that no agent gave."""
     run = meta.get("agent")
     if not isinstance(run, Mapping):
         return {}
@@ -63,6 +68,7 @@ def agent_scores(meta: Mapping[str, Any]) -> dict[str, float]:
     scores = {STEPS: float(run["steps"]), LOOP_ABORTED: float(reason in LOOPS)}
     scores |= {f"agent/tool_calls/{tool}": float(count) for tool, count in run["tool_calls"].items()}
     scores |= {f"agent/stop_reason/{ending}": float(reason == ending) for ending in {*ENDINGS, reason}}
+    scores |= {f"agent/answered_by/{who}": float(run["answered_by"] == who) for who in (BY_MODEL, BY_FLOOR, BY_NONE)}
     return scores
 
 
@@ -101,8 +107,8 @@ def agent_failure(meta: Mapping[str, Any], expected: Sequence[str]) -> str | Non
 
 
 def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """The run's means: steps per question, calls per question of each tool, the share of each ending, and the
-    number of runs aborted in a loop."""
+    """The run's means: steps per question, calls per question of each tool, the share of each ending and of what
+    answered, and the number of runs aborted in a loop."""
     names = sorted({name for scores in per_question for name in scores if name.startswith("agent/")})
     if not names:
         return {}
@@ -112,7 +118,7 @@ def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, floa
 
     metrics = {STEPS_PER_QUESTION: mean(STEPS),
                LOOP_ABORTS: float(sum(s.get(LOOP_ABORTED, 0.0) for s in per_question))}
-    metrics |= {name: mean(name) for name in names if name.startswith(("agent/tool_calls/", "agent/stop_reason/"))}
+    metrics |= {name: mean(name) for name in names if name.startswith(("agent/tool_calls/", "agent/stop_reason/", "agent/answered_by/"))}
     for correct, accuracy in ((TOOL_CHOICE_CORRECT, TOOL_CHOICE_ACCURACY),
                               (TOOL_SEQUENCE_CORRECT, TOOL_SEQUENCE_ACCURACY)):
         judged = [scores[correct] for scores in per_question if correct in scores]

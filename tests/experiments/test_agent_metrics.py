@@ -9,8 +9,9 @@ from experiments.evaluation.agent_metrics import (
 )
 
 
-def _meta(reason, steps, calls, tools=()):
-    return {"agent": {"steps": steps, "tools": list(tools), "tool_calls": calls, "stop_reason": reason}}
+def _meta(reason, steps, calls, tools=(), answered_by="model"):
+    return {"agent": {"steps": steps, "tools": list(tools), "tool_calls": calls, "stop_reason": reason,
+                      "answered_by": answered_by}}
 
 
 def _called(*tools):
@@ -19,13 +20,15 @@ def _called(*tools):
 
 def test_each_question_scores_every_ending_so_the_means_are_shares():
     answered = agent_scores(_meta("final_answer", 2, {"kb_search": 1, "final_answer": 1}))
-    looped = agent_scores(_meta("repeated_call", 3, {"kb_search": 3, "final_answer": 0}))
+    looped = agent_scores(_meta("repeated_call", 3, {"kb_search": 3, "final_answer": 0}, answered_by="floor"))
     assert {k for k in answered if k.startswith("agent/stop_reason/")} == {f"agent/stop_reason/{e}" for e in ENDINGS}
     summary = agent_summary([answered, looped, {"answer/f1": 1.0}])  # a question no agent answered is left out
     assert summary["agent/steps_per_question"] == 2.5
     assert summary["agent/stop_reason/final_answer"] == summary["agent/stop_reason/repeated_call"] == 0.5
     assert summary["agent/tool_calls/kb_search"] == 2.0 and summary["agent/tool_calls/final_answer"] == 0.5
     assert summary["agent/loop_aborts"] == 1.0
+    assert summary["agent/answered_by/model"] == summary["agent/answered_by/floor"] == 0.5
+    assert summary["agent/answered_by/none"] == 0.0
 
 
 def test_an_unknown_ending_is_kept_and_answers_without_an_agent_score_nothing():

@@ -1,5 +1,6 @@
 """The floor search (pipelines/agent_floor.py): a hook that serialises, a first step the model still owns, and over
-the demo with the shipped models, an agent whose retrieval and context start with exactly `advanced`'s."""
+the demo with the shipped models, an agent whose retrieval and context start with exactly `advanced`'s, and whose
+floor answer, when its model stops before its first step, is `advanced`'s answer."""
 
 import pytest
 from haystack.dataclasses import ChatMessage, ToolCall
@@ -72,3 +73,26 @@ def test_on_the_demo_the_agent_retrieves_first_what_advanced_retrieves(tmp_path)
         assert len(alone["retrieval"]) >= 10 and len(alone["context"]) == 3, item.id
         assert _ids(floored["retrieval"])[: len(alone["retrieval"])] == _ids(alone["retrieval"]), item.id
         assert _ids(floored["context"])[:3] == _ids(alone["context"]), item.id
+
+
+@pytest.mark.slow
+def test_on_the_demo_a_model_that_stops_first_answers_exactly_what_advanced_answers(tmp_path):
+    """The shipped models and demo index, the model stopped before its first step (its deadline already passed):
+    the floor answer is `advanced`'s answer stage on the floor's passages, so the reply is `advanced`'s, word for
+    word and citation for citation, in English and in Chinese."""
+    common = ("dataset=demo", f"paths.cache={tmp_path}")
+    advanced = load_indexed_pipeline(validate(composed("pipeline=advanced", *common)))
+    stopped = load_indexed_pipeline(
+        validate(composed("pipeline=agentic", "pipeline.components.agent.timeout_s=1e-9", *common))
+    )
+    golden = [item for item in advanced.dataset.golden if item.answerable]
+    english = [item for item in golden if item.question.isascii()][:2]
+    chinese = [item for item in golden if not item.question.isascii()][:2]
+    answered = 0
+    for item in (*english, *chinese):
+        alone = advanced.query.answer(advanced.query.run(**pipeline_inputs(advanced.query, item)))
+        floor = stopped.query.answer(stopped.query.run(**pipeline_inputs(stopped.query, item)))
+        assert floor.meta["agent"]["stop_reason"] == "timeout" and floor.meta["agent"]["answered_by"] == "floor"
+        assert (floor.data, floor.meta["citations"]) == (alone.data, alone.meta["citations"]), item.id
+        answered += not floor.meta["refused"]
+    assert answered >= 2  # the floor answers, not only refuses alike

@@ -1,6 +1,7 @@
 """pipeline=agentic as conf/ builds it: the request's filters reach every search and nothing widens them; the floor
 search comes first and later calls only add to it; SQL rows and passages are cited alike; a run stopped by a
-safeguard is a refusal. The chat model is scripted here (control flow); tests/test_run.py runs the same pipeline on
+safeguard is answered by the answer stage from its context (or refused, without the floor answer). The chat model is
+scripted here (control flow); tests/test_run.py runs the same pipeline on
 SmolLM2, and tests/pipelines/test_agent_floor.py the floor over the demo."""
 
 from haystack import Document
@@ -39,7 +40,8 @@ def _store(documents):
 
 
 def _built(tmp_path, replies, documents=PAY, *overrides):
-    cfg = composed("pipeline=agentic", SEARCH, f"paths.cache={tmp_path}", *overrides)
+    """The agent over `documents` with a scripted model; its floor answer quotes a sentence (answer=extractive)."""
+    cfg = composed("pipeline=agentic", SEARCH, "answer=extractive", f"paths.cache={tmp_path}", *overrides)
     built = build_pipeline(cfg.pipeline, {"store": _store(documents), "index_dir": str(tmp_path)},
                            input_names=GOLDEN_INPUTS)
     built.pipeline.get_component("agent").chat_generator = ScriptedChatGenerator("", first=replies)
@@ -87,11 +89,23 @@ def test_table_rows_are_retrieved_and_cited_like_passages(tmp_path):
     assert answer.meta["agent"]["tools"] == ["sql_query", "final_answer"]  # the model's calls
 
 
-def test_a_loop_ends_in_a_refusal_that_says_why(tmp_path):
+def test_a_loop_is_answered_by_the_answer_stage_from_the_floors_passages(tmp_path):
     built = _built(tmp_path, [call("kb_search", query="pay"), call("kb_search", query="PAY ")])
-    (answer,) = built.run(question="What does grade 5 earn?", filters=ACME)["answer"]["answers"]
+    outputs = built.run(question=QUESTION, filters=ACME)
+    (answer,) = outputs["answer"]["answers"]
+    assert answer.data == "Acme salary bands: grade 5 earns 90k. [1]" and answer.meta["refused"] is False
+    assert answer.meta["agent"]["stop_reason"] == "repeated_call" and answer.meta["agent"]["answered_by"] == "floor"
+    assert [c["doc_id"] for c in answer.meta["citations"]] == ["acme/pay.md"]
+    assert "Globex" not in str(outputs["answer"])  # the answer stage reads only what the scoped searches returned
+
+
+def test_without_the_floor_answer_a_loop_ends_in_a_refusal_that_says_why(tmp_path):
+    built = _built(tmp_path, [call("kb_search", query="pay"), call("kb_search", query="PAY ")], PAY,
+                   "pipeline.components.answer.floor_answer=null")
+    (answer,) = built.run(question=QUESTION, filters=ACME)["answer"]["answers"]
     assert answer.data == "I cannot answer this from the provided documents. (repeated tool call)"
     assert answer.meta["agent"]["stop_reason"] == "repeated_call" and answer.meta["refused"] is True
+    assert answer.meta["agent"]["answered_by"] == "none"
 
 
 def test_a_scoped_request_gets_no_table_rows(tmp_path):
@@ -120,7 +134,8 @@ def test_the_floor_searches_the_question_verbatim_before_the_model_chooses(tmp_p
     assert answer.data == "Grade 5 earns 90k. [1]" and answer.meta["citations"][0]["doc_id"] == "acme/pay.md"
     # the model's own run: one step, no search of its own
     assert answer.meta["agent"] == {"steps": 1, "tools": ["final_answer"], "stop_reason": "final_answer",
-                                    "tool_calls": {"kb_search": 0, "sql_query": 0, "final_answer": 1}}
+                                    "tool_calls": {"kb_search": 0, "sql_query": 0, "final_answer": 1},
+                                    "answered_by": "model"}
     assert final.tool_calls[0].tool_name == "final_answer"
 
 

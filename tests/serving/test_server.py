@@ -424,7 +424,8 @@ class AgentAnswerer(RecordingAnswerer):
                 on_step(step)
         return {"answer": "20 days", "refused": False, "citations": [], "documents": [], "stages_ms": {},
                 "agent": {"steps": 3, "tools": ["kb_search", "sql_query", "final_answer"],
-                          "tool_calls": {"kb_search": 1, "sql_query": 1, "final_answer": 1}, "stop_reason": "final_answer"}}
+                          "tool_calls": {"kb_search": 1, "sql_query": 1, "final_answer": 1}, "stop_reason": "final_answer",
+                          "answered_by": "model"}}
 
 
 def test_query_streams_an_agents_steps_in_order_before_its_reply():
