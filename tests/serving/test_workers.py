@@ -344,3 +344,10 @@ def test_removing_the_shared_folder_deletes_only_what_the_server_wrote(tmp_path)
     (tmp_path / "link").symlink_to(target)
     WorkerFolder(tmp_path / "link", 2).remove()
     assert (target / "ready-2").exists() and (tmp_path / "link").is_symlink()
+
+
+def test_the_fork_server_loads_jiebas_dictionary_so_its_workers_share_it():
+    """Loaded in a worker, at its first Chinese text, the dictionary (some 60 MB) would be each worker's own."""
+    probe = "import serving.fork_server, jieba, gc; print(jieba.dt.initialized, gc.get_freeze_count() > 0)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["True", "True"], out.stderr[-2000:]
