@@ -88,8 +88,8 @@ def report(rows: dict[tuple[str, str], Job], command_line: str, dataset: str) ->
         "",
         *lines,
         "",
-        "Shares (final answer, floor answered, repeated call, cut off) are per question; `steps/q` and the calls per question count the "
-        "model's own (not the floor search, which is made for it). `-`: not logged for that configuration.",
+        "Shares (final answer, floor answered, repeated call, cut off) are per question; `steps/q` and the calls "
+        "per question count the model's own (not the floor search, which is made for it). `-`: not logged for that configuration.",
         "",
         *paired_table(rows, dataset),
     ])

@@ -133,8 +133,8 @@ class AgentAnswer:
         """The answer stage's answer from the run's context, with the run's steps. Its `usage` stays the stage's
         own: the agent's steps ran through a chat generator, whose calls are traced and counted apart."""
         (answer,) = self.floor_answer.run(query=query, documents=context)["answers"]
-        meta = AnswerMeta(**answer.meta, agent=AgentRun(**{**run, "answered_by": BY_FLOOR}),  # type: ignore[typeddict-item]
-                          unknown_citations=[])
+        floor_run = AgentRun(**{**run, "answered_by": BY_FLOOR})  # type: ignore[typeddict-item]
+        meta = AnswerMeta(**answer.meta, agent=floor_run, unknown_citations=[])
         return GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
 
     def _stopped(self, query: str, reason: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:

@@ -118,7 +118,8 @@ def agent_summary(per_question: Sequence[Mapping[str, float]]) -> dict[str, floa
 
     metrics = {STEPS_PER_QUESTION: mean(STEPS),
                LOOP_ABORTS: float(sum(s.get(LOOP_ABORTED, 0.0) for s in per_question))}
-    metrics |= {name: mean(name) for name in names if name.startswith(("agent/tool_calls/", "agent/stop_reason/", "agent/answered_by/"))}
+    shares = ("agent/tool_calls/", "agent/stop_reason/", "agent/answered_by/")
+    metrics |= {name: mean(name) for name in names if name.startswith(shares)}
     for correct, accuracy in ((TOOL_CHOICE_CORRECT, TOOL_CHOICE_ACCURACY),
                               (TOOL_SEQUENCE_CORRECT, TOOL_SEQUENCE_ACCURACY)):
         judged = [scores[correct] for scores in per_question if correct in scores]
