@@ -11,7 +11,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from serving.bundle import download_bundle, read_bundle
 from serving.http.app import create_app
 from serving.http.auth import authenticator
 from serving.http.state import ServerState
-from serving.http.worker_folder import PLAN_ENV, PlannedVariant, WorkerPlan
+from serving.http.worker_folder import PLAN_ENV, PlannedVariant, WorkerFolder, WorkerPlan
 from serving.online.metrics import MULTIPROC_ENV
 from serving.online.traces import Traces, model_version, served_model, trace_experiment
 from serving.online.variants import Variant
@@ -144,10 +143,9 @@ def serve_workers(
         planned.append(PlannedVariant(variant.name, variant.uri, variant.version, variant.weight, str(bundle)))
     if serve.trace.enabled:
         trace_experiment(uri, serve.trace_experiment)
-    shared = tempfile.mkdtemp(prefix="ragtune-serve-")  # the supervisor removes it when it ends
-    plan = WorkerPlan(argv, uri, tracking_uri, shared, serve.workers, serve.host, serve.port,
+    shared = WorkerFolder.make(serve.workers)  # the supervisor removes it when it ends
+    plan = WorkerPlan(argv, uri, tracking_uri, str(shared.path), serve.workers, serve.host, serve.port,
                       planned[: len(served)], planned[len(served)] if shadow else None)
-    plan.shared.metrics.mkdir()
     os.environ |= {PLAN_ENV: plan.to_env(), MULTIPROC_ENV: str(plan.shared.metrics)}  # the workers inherit them
     # The supervisor and its workers import this very tree, wherever serve.py was started from.
     tree = str(Path(__file__).resolve().parents[1])

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import tempfile
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +18,12 @@ from pipelines.errors import UserError
 from pipelines.processes import alive
 
 READY, ANNOUNCED, FAILURE, METRICS = "ready-", "announced", "failure.json", "metrics"
+# Written by `WorkerFolder.make` alone: `remove` deletes nothing in a folder without it.
+MARKER = ".ragtune-serve-workers"
+# What the server writes, by name: a ready mark per worker pid, and prometheus-client's multiprocess files
+# (`<type>_<pid>.db`, prometheus_client/values.py).
+WRITTEN = re.compile(rf"{READY}\d+|{ANNOUNCED}|{re.escape(FAILURE)}")
+METRIC_FILE = re.compile(r"(counter|gauge_[a-z]+|histogram|summary)_\d+\.db")
 # The plan, as JSON, in each worker's environment (a spawned process inherits it).
 PLAN_ENV = "RAGTUNE_SERVE_WORKERS"
 
@@ -90,6 +98,15 @@ class WorkerFolder:
     path: Path
     workers: int
 
+    @classmethod
+    def make(cls, workers: int, parent: Path | None = None) -> WorkerFolder:
+        """A new temporary folder (under `parent`, default the system's), with its `metrics/` and the marker that
+        lets `remove` delete it."""
+        folder = cls(Path(tempfile.mkdtemp(prefix="ragtune-serve-", dir=parent)), workers)
+        folder.metrics.mkdir()
+        (folder.path / MARKER).touch()
+        return folder
+
     @property
     def metrics(self) -> Path:
         return self.path / METRICS
@@ -129,19 +146,20 @@ class WorkerFolder:
             pass
 
     def remove(self) -> None:
-        """Deletes what the server wrote here (ready marks, the announcement, the failure record, prometheus-client's
-        `*.db` files), then the folder if that left it empty. The folder comes from an environment variable, so
-        nothing else in it is touched, and a symlink is never followed."""
-        if self.path.is_symlink() or not self.path.is_dir():
+        """Deletes what the server wrote here, by name (ready marks, the announcement, the failure record,
+        prometheus-client's files), then its marker and the folder if that left it empty. The folder comes from an
+        environment variable: one `make` did not create (no marker) is left as it is, and a symlink is never
+        followed."""
+        marker = self.path / MARKER
+        if self.path.is_symlink() or marker.is_symlink() or not marker.is_file():
             return
-        metrics = self.metrics
-        written = [*self.path.glob(f"{READY}*"), self.path / ANNOUNCED, self.path / FAILURE]
-        if metrics.is_dir() and not metrics.is_symlink():
-            written += metrics.glob("*.db")
-        for file in written:
+        written = [f for f in self.path.iterdir() if WRITTEN.fullmatch(f.name)]
+        if self.metrics.is_dir() and not self.metrics.is_symlink():
+            written += [f for f in self.metrics.iterdir() if METRIC_FILE.fullmatch(f.name)]
+        for file in [*written, marker]:
             if file.is_file() and not file.is_symlink():
                 file.unlink()
-        for folder in (metrics, self.path):
+        for folder in (self.metrics, self.path):
             with contextlib.suppress(OSError):  # not empty (someone else's files), a symlink, or gone
                 folder.rmdir()
 

@@ -322,28 +322,41 @@ def test_a_worker_that_cannot_load_stops_the_server_with_its_error(promoted_demo
 
 
 def test_removing_the_shared_folder_deletes_only_what_the_server_wrote(tmp_path):
-    folder = WorkerFolder(tmp_path / "shared", 2)
-    folder.metrics.mkdir(parents=True)
+    folder = WorkerFolder.make(2, tmp_path)
     (folder.path / f"ready-{os.getpid()}").touch()
     (folder.metrics / "counter_1.db").write_bytes(b"x")
+    (folder.metrics / "gauge_livesum_1.db").write_bytes(b"x")
+    folder.mark_ready()
     folder.fail(UserError("bad bundle"))
     folder.remove()
     assert not folder.path.exists()
 
+    # the server's folder, where a user's files turned up beside its own: those stay, and so does the folder
+    mixed = WorkerFolder.make(2, tmp_path)
+    (mixed.path / "ready-notes.txt").write_text("mine")
+    (mixed.metrics / "sales.db").write_text("mine")
+    (mixed.metrics / "counter_7.db").write_bytes(b"x")
+    mixed.remove()
+    assert sorted(p.name for p in mixed.path.rglob("*")) == ["metrics", "ready-notes.txt", "sales.db"]
+
+    # a folder of a user's files that the server did not make (no marker), named as the server names its own
     users = WorkerFolder(tmp_path / "users", 2)
     users.metrics.mkdir(parents=True)
-    (users.path / "notes.txt").write_text("mine")
-    (users.metrics / "report.csv").write_text("mine")
-    (users.path / "ready-1").touch()
+    for name in ("notes.txt", "ready-1", "announced", "failure.json"):
+        (users.path / name).write_text("mine")
+    (users.metrics / "counter_1.db").write_text("mine")
     users.remove()
-    assert sorted(p.name for p in users.path.rglob("*")) == ["metrics", "notes.txt", "report.csv"]
+    assert sorted(p.name for p in users.path.rglob("*")) == [
+        "announced", "counter_1.db", "failure.json", "metrics", "notes.txt", "ready-1"]
 
-    target = tmp_path / "elsewhere"
-    target.mkdir()
-    (target / "ready-2").touch()
-    (tmp_path / "link").symlink_to(target)
+    # a symlink to the server's own folder is not followed
+    target = WorkerFolder.make(2, tmp_path)
+    (target.path / "ready-2").touch()
+    (tmp_path / "link").symlink_to(target.path)
     WorkerFolder(tmp_path / "link", 2).remove()
-    assert (target / "ready-2").exists() and (tmp_path / "link").is_symlink()
+    assert (target.path / "ready-2").exists() and (tmp_path / "link").is_symlink()
+    target.remove()
+    assert not target.path.exists()
 
 
 def test_the_fork_server_loads_jiebas_dictionary_so_its_workers_share_it():
